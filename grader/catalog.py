@@ -1,0 +1,188 @@
+"""The catalog of katas, discovered from ``katas/*/kata.toml``.
+
+A kata folder ``katas/<module>/`` holds README.md (the statement), kata.toml (metadata),
+stub.py (what ``kata start`` copies) and examples.py (the visible examples, a pytest file
+run by ``kata check``). Its reference is ``reference/<module>.py`` and its hidden suite
+``grader/suites/<module>.py``. A malformed folder is reported with the file and the field,
+and never hides the other katas.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from grader.errors import CatalogError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+KATAS_DIR = REPO_ROOT / "katas"
+REFERENCE_DIR = REPO_ROOT / "reference"
+SUITES_DIR = REPO_ROOT / "grader" / "suites"
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+
+DIFFICULTIES = ("easy", "medium", "hard")
+REQUIRED_FILES = ("README.md", "kata.toml", "stub.py", "examples.py")
+
+
+@dataclass(frozen=True)
+class Level:
+    level: int
+    name: str
+    minutes: int
+    hints: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Kata:
+    slug: str
+    module: str
+    title: str
+    minutes: int
+    difficulty: str
+    tags: tuple[str, ...]
+    summary: str
+    levels: tuple[Level, ...]
+    followups: tuple[str, ...]
+    folder: Path = field(compare=False)
+
+    @property
+    def statement_path(self) -> Path:
+        return self.folder / "README.md"
+
+    @property
+    def stub_path(self) -> Path:
+        return self.folder / "stub.py"
+
+    @property
+    def examples_path(self) -> Path:
+        return self.folder / "examples.py"
+
+    @property
+    def reference_path(self) -> Path:
+        return REFERENCE_DIR / f"{self.module}.py"
+
+    @property
+    def suite_path(self) -> Path:
+        return SUITES_DIR / f"{self.module}.py"
+
+    @property
+    def notebook_path(self) -> Path:
+        return NOTEBOOKS_DIR / f"{self.module}.py"
+
+    def level(self, number: int) -> Level | None:
+        return next((lv for lv in self.levels if lv.level == number), None)
+
+
+@dataclass
+class Catalog:
+    katas: dict[str, Kata]
+    problems: list[CatalogError]
+
+    def get(self, slug: str) -> Kata:
+        """The kata for a slug (or module name); CatalogError naming close matches if unknown."""
+        key = slug.strip()
+        if key in self.katas:
+            return self.katas[key]
+        for kata in self.katas.values():
+            if kata.module == key:
+                return kata
+        for problem in self.problems:
+            if f"katas/{key.replace('-', '_')}/" in problem.message:
+                raise problem
+        close = difflib.get_close_matches(key, list(self.katas), n=3)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        raise CatalogError(f"unknown kata '{slug}'", hint=hint + "`kata list` shows the katas")
+
+    def by_module(self, module: str) -> Kata | None:
+        return next((k for k in self.katas.values() if k.module == module), None)
+
+
+def load_catalog(katas_dir: Path = KATAS_DIR) -> Catalog:
+    katas: dict[str, Kata] = {}
+    problems: list[CatalogError] = []
+    if not katas_dir.is_dir():
+        return Catalog({}, [CatalogError(f"no katas folder at {katas_dir}")])
+    for folder in sorted(p for p in katas_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        try:
+            kata = load_kata(folder)
+        except CatalogError as exc:
+            problems.append(exc)
+            continue
+        katas[kata.slug] = kata
+    return Catalog(katas, problems)
+
+
+def load_kata(folder: Path) -> Kata:
+    where = f"katas/{folder.name}/"
+    for name in REQUIRED_FILES:
+        if not (folder / name).is_file():
+            raise CatalogError(f"{where}{name} is missing", hint=f"every kata folder needs {', '.join(REQUIRED_FILES)}")
+    toml_path = folder / "kata.toml"
+    try:
+        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CatalogError(f"{where}kata.toml is not valid TOML: {exc}") from exc
+    get = _FieldReader(data, f"{where}kata.toml")
+    slug = get.text("slug")
+    module = slug.replace("-", "_")
+    if module != folder.name:
+        raise CatalogError(f"{where}kata.toml: field 'slug' is '{slug}', but the folder is "
+                           f"'{folder.name}'", hint=f"rename the folder to katas/{module}/ or fix the slug")
+    difficulty = get.text("difficulty")
+    if difficulty not in DIFFICULTIES:
+        raise CatalogError(f"{where}kata.toml: field 'difficulty' must be one of {', '.join(DIFFICULTIES)}, got '{difficulty}'")
+    levels = tuple(_level(raw, f"{where}kata.toml: levels[{i}]") for i, raw in enumerate(get.items("levels")))
+    if not levels or [lv.level for lv in levels] != list(range(1, len(levels) + 1)):
+        raise CatalogError(f"{where}kata.toml: field 'levels' must number the levels 1, 2, ... in order")
+    kata = Kata(slug=slug, module=module, title=get.text("title"), minutes=get.integer("minutes"),
+                difficulty=difficulty, tags=tuple(get.items("tags", str)), summary=get.text("summary"),
+                levels=levels, followups=tuple(get.items("followups", str)), folder=folder)
+    for path, what in ((kata.reference_path, "reference"), (kata.suite_path, "hidden suite")):
+        if not path.is_file():
+            raise CatalogError(f"{where}: the {what} {path.relative_to(REPO_ROOT)} is missing")
+    return kata
+
+
+def _level(raw: Any, where: str) -> Level:
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where} must be a table with level, name, minutes, hints")
+    get = _FieldReader(raw, where)
+    return Level(level=get.integer("level"), name=get.text("name"), minutes=get.integer("minutes"),
+                 hints=tuple(get.items("hints", str)))
+
+
+class _FieldReader:
+    def __init__(self, data: dict[str, Any], where: str) -> None:
+        self.data, self.where = data, where
+
+    def _get(self, name: str) -> Any:
+        if name not in self.data:
+            raise CatalogError(f"{self.where}: field '{name}' is missing")
+        return self.data[name]
+
+    def text(self, name: str) -> str:
+        value = self._get(name)
+        if not isinstance(value, str) or not value.strip():
+            raise CatalogError(f"{self.where}: field '{name}' must be a non-empty string")
+        return value
+
+    def integer(self, name: str) -> int:
+        value = self._get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise CatalogError(f"{self.where}: field '{name}' must be a positive integer")
+        return value
+
+    def items(self, name: str, item_type: type | None = None) -> list:
+        value = self._get(name)
+        if not isinstance(value, list) or (item_type and not all(isinstance(v, item_type) for v in value)):
+            kind = f" of {item_type.__name__}" if item_type else ""
+            raise CatalogError(f"{self.where}: field '{name}' must be a list{kind}")
+        return value

@@ -1,0 +1,1 @@
+"""The `kata` command line: one module per command under commands/, one output layer."""

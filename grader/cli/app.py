@@ -1,0 +1,37 @@
+"""The `kata` Typer app: the root only wires the commands together."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from grader.cli import output
+from grader.cli.commands import (check, grade, hint, history, list_cmd, notebook, reset, reveal,
+                                 show, start, status)
+
+app = typer.Typer(
+    name="kata",
+    help="Timed interview katas for ML and LLM-systems engineers, graded by hidden property-based suites.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+@app.callback()
+def root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False) -> None:
+    output.set_debug(debug)
+
+
+for command in (list_cmd, show, start, status, check, grade, hint, reveal, reset, history, notebook):
+    command.register(app)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

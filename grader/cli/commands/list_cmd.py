@@ -1,0 +1,44 @@
+"""kata list: the catalog with your best scores."""
+
+from __future__ import annotations
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from grader.cli import output
+from grader.cli.common import JsonOpt, catalog
+from grader.store import Store
+
+
+def list_katas(as_json: JsonOpt = False) -> None:
+    """List the katas: slug, title, levels, minutes, difficulty, best score, last attempt."""
+    cat = catalog()
+    rows = []
+    with Store() as store:
+        for kata in cat.katas.values():
+            last = store.attempts(kata.slug, limit=1)
+            rows.append({"slug": kata.slug, "title": kata.title, "levels": len(kata.levels),
+                         "minutes": kata.minutes, "difficulty": kata.difficulty,
+                         "best_score": store.best_score(kata.slug),
+                         "last_attempt": last[0].graded_at if last else None})
+    if as_json:
+        output.print_json({"katas": rows, "problems": [p.message for p in cat.problems]})
+        return
+    table = Table(title="katas")
+    for col in ("slug", "title", "levels", "minutes", "difficulty", "best", "last attempt"):
+        table.add_column(col)
+    for r in rows:
+        best = "-" if r["best_score"] is None else str(r["best_score"])
+        table.add_row(r["slug"], escape(r["title"]), str(r["levels"]), str(r["minutes"]),
+                      r["difficulty"], best, output.fmt_when(r["last_attempt"]))
+    output.console.print(table)
+    for problem in cat.problems:
+        output.err_console.print(f"[yellow]skipped a kata:[/] {escape(problem.message)}"
+                                 + (f" ({escape(problem.hint)})" if problem.hint else ""))
+    if rows:
+        output.console.print(f"start one with [bold]kata start {rows[0]['slug']}[/]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("list")(output.handle_errors(list_katas))

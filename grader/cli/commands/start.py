@@ -1,0 +1,70 @@
+"""kata start: copy the stub into the workspace and start the clock."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.markdown import Markdown
+
+from grader.catalog import Kata
+from grader.cli import output
+from grader.cli.common import ForceOpt, SlugArg, catalog
+from grader.errors import KataError
+from grader.store import Session, Store
+from grader.workspace import backup, differs_from_stub, solution_path, write_stub
+
+MinutesOpt = Annotated[Optional[int], typer.Option(
+    "--minutes", min=1, max=24 * 60, help="Length of the session (default: the kata's, 75).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the statement.")]
+
+
+def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
+          quiet: QuietOpt = False) -> None:
+    """Start a timed session: writes solutions/<module>.py from the stub and starts the clock."""
+    kata = catalog().get(slug)
+    with Store() as store:
+        active = store.active_session(kata.slug)
+        if active and not force:
+            _say_already_active(active)
+            return
+        session = begin(kata, store, minutes or kata.minutes, force=force)
+    if not quiet:
+        output.console.print(Markdown(kata.statement_path.read_text(encoding="utf-8")))
+    output.console.print(
+        f"\n[bold green]started[/] {kata.title} ({kata.slug}): edit [bold]{session.solution_path}[/]\n"
+        f"deadline {output.fmt_when(session.deadline)} ({session.minutes} min)\n"
+        f"run the visible examples: [bold]kata check[/]   a hint: [bold]kata hint[/]   "
+        f"grade and finish: [bold]kata grade[/]")
+
+
+def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
+          homework: str | None = None) -> Session:
+    """Write the stub (backing up a changed file when forced) and record a new session."""
+    path = solution_path(kata)
+    if differs_from_stub(kata, path):
+        if not force:
+            raise KataError(
+                f"{path} already holds your changes",
+                hint=f"`kata grade {kata.slug}` grades it; `kata start {kata.slug} --force` "
+                     "backs it up and starts fresh")
+        saved = backup(path)
+        output.console.print(f"backed up your previous file to [bold]{saved}[/]")
+    if not path.exists() or differs_from_stub(kata, path):
+        write_stub(kata, path)
+    return store.start_session(kata.slug, path, minutes, homework=homework)
+
+
+def _say_already_active(session: Session) -> None:
+    left = session.remaining_s
+    when = (f"{output.fmt_duration(left)} left" if left >= 0
+            else f"[red]{output.fmt_duration(-left)} over time[/]")
+    output.console.print(
+        f"{session.kata} already has an active session (started {output.fmt_when(session.started_at)}, "
+        f"{when}); keep editing [bold]{session.solution_path}[/]\n"
+        f"`kata grade {session.kata}` finishes it; `kata start {session.kata} --force` starts over "
+        "(your file is backed up first)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("start")(output.handle_errors(start))

@@ -1,0 +1,143 @@
+"""Scoring: turn a suite run into a scorecard (scores per level and category, the failures,
+time used and the interview signal). Pure data; the CLI renders it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from grader.engine.runner import RunOutcome, TestResult
+
+
+@dataclass
+class LevelScore:
+    level: int
+    name: str
+    passed: bool
+    score: int
+    num_passed: int
+    num_tests: int
+
+
+@dataclass
+class Scorecard:
+    kata: str
+    title: str
+    seed: int
+    solution: str
+    solution_sha256: str
+    tests: list[TestResult]
+    duration_s: float
+    import_error: str | None = None
+    output_bytes: int = 0
+    time_used_s: float | None = None
+    time_limit_s: float | None = None
+    hints_used: int = 0
+    level_names: dict[int, str] = field(default_factory=dict)
+    level_minutes: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def score(self) -> int:
+        return weighted_score(self.tests)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.tests) and all(t.passed for t in self.tests)
+
+    @property
+    def levels(self) -> list[LevelScore]:
+        out = []
+        for level in sorted({t.level for t in self.tests}):
+            tests = [t for t in self.tests if t.level == level]
+            out.append(LevelScore(level=level, name=self.level_names.get(level, f"Level {level}"),
+                                  passed=all(t.passed for t in tests), score=weighted_score(tests),
+                                  num_passed=sum(t.passed for t in tests), num_tests=len(tests)))
+        return out
+
+    @property
+    def categories(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for t in self.tests:
+            entry = out.setdefault(t.category, {"passed": 0, "total": 0})
+            entry["total"] += 1
+            entry["passed"] += int(t.passed)
+        return out
+
+    @property
+    def overtime(self) -> bool:
+        return (self.time_used_s is not None and self.time_limit_s is not None
+                and self.time_used_s > self.time_limit_s)
+
+    @property
+    def signal(self) -> str:
+        return interview_signal(self.levels, self.overtime, timed=self.time_limit_s is not None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kata": self.kata,
+            "title": self.title,
+            "seed": self.seed,
+            "score": self.score,
+            "passed": self.passed,
+            "solution": self.solution,
+            "solution_sha256": self.solution_sha256,
+            "levels": [lv.__dict__ for lv in self.levels],
+            "categories": self.categories,
+            "tests": [t.to_dict() for t in self.tests],
+            "import_error": self.import_error,
+            "duration_s": round(self.duration_s, 3),
+            "time_used_s": None if self.time_used_s is None else round(self.time_used_s, 1),
+            "time_limit_s": self.time_limit_s,
+            "overtime": self.overtime,
+            "hints_used": self.hints_used,
+            "signal": self.signal,
+            "output_bytes": self.output_bytes,
+        }
+
+
+def weighted_score(tests: list[TestResult]) -> int:
+    """0-100, weighted by each test's weight; 100 only when every test passed."""
+    total = sum(t.weight for t in tests)
+    if total <= 0:
+        return 0
+    if all(t.passed for t in tests):
+        return 100
+    return int(100 * sum(t.weight for t in tests if t.passed) / total)
+
+
+SIGNAL_RULE = (
+    "Strong hire: every level passed within the time. Hire: levels 1 and 2 passed within "
+    "the time. Lean hire: level 1 passed within the time. No hire: level 1 not passed, or "
+    "passed only after the time ran out."
+)
+
+
+def interview_signal(levels: list[LevelScore], overtime: bool, timed: bool) -> str:
+    """The signal an interviewer would write down, from the levels passed in time.
+
+    Levels count in order: passing level 3 without level 2 counts as level 1 only, as in
+    an interview where each follow-up builds on the previous part.
+    """
+    passed_in_order = 0
+    for lv in levels:
+        if not lv.passed:
+            break
+        passed_in_order += 1
+    if overtime:
+        return "No hire (overtime: graded after the time ran out)" if passed_in_order else "No hire"
+    suffix = "" if timed else " (untimed)"
+    if levels and passed_in_order == len(levels):
+        return "Strong hire" + suffix
+    if passed_in_order >= 2:
+        return "Hire" + suffix
+    if passed_in_order == 1:
+        return "Lean hire" + suffix
+    return "No hire" + suffix
+
+
+def build_scorecard(outcome: RunOutcome, *, kata: str, title: str, seed: int, solution: str,
+                    solution_sha256: str, **extra: Any) -> Scorecard:
+    return Scorecard(kata=kata, title=title, seed=seed, solution=solution,
+                     solution_sha256=solution_sha256, tests=outcome.tests,
+                     duration_s=outcome.duration_s, import_error=outcome.import_error,
+                     output_bytes=outcome.output_bytes, **extra)

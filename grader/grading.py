@@ -1,0 +1,65 @@
+"""Grade a file against a kata's hidden suite (or its visible examples): the one entry point
+the CLI, the homework review and the project's tests share."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Callable
+
+from grader.catalog import Kata
+from grader.engine.limits import ResourceLimits
+from grader.engine.report import Scorecard, build_scorecard
+from grader.engine.runner import run_suite
+from grader.errors import KataError
+
+ENV_TEST_TIMEOUT = "KATA_TEST_TIMEOUT_S"
+DEFAULT_TEST_TIMEOUT_S = 30.0
+DEFAULT_TOTAL_TIMEOUT_S = 600.0
+MAX_SOLUTION_BYTES = 1_000_000
+
+
+def new_seed() -> int:
+    return secrets.randbelow(2**31)
+
+
+def read_solution(path: Path) -> str:
+    """The solution's source; KataError when it cannot be graded at all."""
+    if not path.exists():
+        raise KataError(f"{path} does not exist",
+                        hint="pass the file you wrote, or `kata start <slug>` to create one")
+    if not path.is_file():
+        raise KataError(f"{path} is not a file")
+    if path.stat().st_size > MAX_SOLUTION_BYTES:
+        raise KataError(f"{path} is larger than {MAX_SOLUTION_BYTES // 1000} kB; is it the right file?")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise KataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
+                        hint="save it as UTF-8") from exc
+
+
+def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None = None,
+          on_event: Callable[[str, dict[str, Any]], None] | None = None,
+          limits: ResourceLimits | None = None, test_timeout_s: float | None = None,
+          total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, **extra: Any) -> Scorecard:
+    """Grade `path` with the kata's hidden suite (or `suite`): a Scorecard, never an
+    exception for anything the candidate's code does."""
+    source = read_solution(path)
+    seed = new_seed() if seed is None else seed
+    timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
+    outcome = run_suite(suite or kata.suite_path, path, kata.module, seed,
+                        test_timeout_s=timeout, total_timeout_s=total_timeout_s,
+                        on_event=on_event, limits=limits)
+    return build_scorecard(
+        outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
+        solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
+        level_names={lv.level: lv.name for lv in kata.levels},
+        level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
+
+
+def check(kata: Kata, path: Path, **kwargs: Any) -> Scorecard:
+    """Run the kata's visible examples against `path`."""
+    return grade(kata, path, seed=0, suite=kata.examples_path, **kwargs)

@@ -1,0 +1,136 @@
+"""The suite protocol: what a hidden suite (or a coach's private suite) imports.
+
+A suite is a pytest module. Each test:
+
+* asks for the fixtures ``solution`` (the candidate's module, loaded from its file and
+  registered in ``sys.modules`` under the kata's module name) and/or ``reference`` (the
+  reference module ``reference.<module>``);
+* carries metadata through ``@kata_test(level=..., category=..., description=...)``;
+* fails through ``expect(...)`` / ``PropertyFailure`` so the scorecard can show the property
+  in words, the (shrunk) input, what was expected and what the solution returned.
+
+Any other exception raised by the candidate's code is a verdict too: the engine reports its
+type, message and the line of the candidate's file it came from.
+
+Example::
+
+    from hypothesis import given, strategies as st
+    from grader.protocol import expect, kata_test
+
+    @kata_test(level=1, category="correctness", description="add(a, b) equals a + b")
+    @given(a=st.integers(-5, 5), b=st.integers(-5, 5))
+    def test_add(solution, a, b):
+        got = solution.add(a, b)
+        expect(got == a + b, "add returns the sum", input={"a": a, "b": b},
+               expected=a + b, got=got)
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import pytest
+
+CATEGORIES = ("correctness", "edge cases", "numerics", "api contract", "efficiency")
+
+_MAX_SHOWN_CHARS = 2000
+_MAX_SHOWN_ELEMENTS = 64
+
+
+def kata_test(*, level: int, category: str, description: str, weight: float = 1.0) -> Callable:
+    """Attach grading metadata to a test: its level, category, weight and a one-line
+    description a candidate understands (shown on the scorecard)."""
+    if category not in CATEGORIES:
+        raise ValueError(f"category {category!r} is not one of {CATEGORIES}")
+    if level < 1 or weight <= 0 or not description.strip():
+        raise ValueError("kata_test needs level >= 1, weight > 0 and a description")
+    return pytest.mark.kata(level=level, category=category, description=description,
+                            weight=float(weight))
+
+
+class PropertyFailure(AssertionError):
+    """A property did not hold. Carries the parts the scorecard shows."""
+
+    def __init__(self, prop: str, *, input: Any = None, expected: Any = None,
+                 got: Any = None, note: str | None = None) -> None:
+        self.prop = prop
+        self.input = None if input is None else show(input)
+        self.expected = None if expected is None else show(expected)
+        self.got = None if got is None else show(got)
+        self.note = note
+        parts = [prop]
+        for label, value in (("input", self.input), ("expected", self.expected),
+                             ("got", self.got), ("note", note)):
+            if value is not None:
+                parts.append(f"{label}: {value}")
+        super().__init__("\n".join(parts))
+
+
+def expect(condition: Any, prop: str, *, input: Any = None, expected: Any = None,
+           got: Any = None, note: str | None = None) -> None:
+    """Raise PropertyFailure(prop, ...) unless condition is true."""
+    if not condition:
+        raise PropertyFailure(prop, input=input, expected=expected, got=got, note=note)
+
+
+def call(fn: Callable, *args: Any, what: str, **kwargs: Any) -> Any:
+    """Call candidate code; turn NotImplementedError into a readable failure."""
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        raise PropertyFailure(f"{what} is not implemented yet (NotImplementedError)") from exc
+
+
+def show(value: Any) -> str:
+    """A short, readable rendering of a value for a scorecard: tensors with shape and dtype,
+    floats rounded, long things cut."""
+    text = _show(value, depth=0)
+    if len(text) > _MAX_SHOWN_CHARS:
+        text = text[:_MAX_SHOWN_CHARS] + f"... ({len(text)} chars)"
+    return text
+
+
+def _show(value: Any, depth: int) -> str:
+    if depth > 4:
+        return "..."
+    torch = _torch()
+    if torch is not None and isinstance(value, torch.Tensor):
+        return _show_tensor(value)
+    if isinstance(value, float):
+        return _show_float(value)
+    if isinstance(value, dict):
+        inner = ", ".join(f"{k!r}: {_show(v, depth + 1)}" for k, v in value.items())
+        return "{" + inner + "}"
+    if isinstance(value, (list, tuple)):
+        items = [_show(v, depth + 1) for v in value[:_MAX_SHOWN_ELEMENTS]]
+        if len(value) > _MAX_SHOWN_ELEMENTS:
+            items.append(f"... {len(value) - _MAX_SHOWN_ELEMENTS} more")
+        if isinstance(value, tuple):
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        return "[" + ", ".join(items) + "]"
+    return repr(value)
+
+
+def _show_float(x: float) -> str:
+    if math.isnan(x) or math.isinf(x):
+        return repr(x)
+    return f"{x:.6g}"
+
+
+def _show_tensor(t: Any) -> str:
+    meta = f"shape={tuple(t.shape)}, dtype={str(t.dtype).replace('torch.', '')}"
+    if t.numel() > _MAX_SHOWN_ELEMENTS:
+        flat = t.detach().flatten()[:8].tolist()
+        head = ", ".join(_show(v, 5) for v in flat)
+        return f"tensor(first values [{head}, ...], {meta})"
+    values = t.detach().cpu().tolist()
+    return f"tensor({_show(values, 1)}, {meta})"
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return None
+    return torch

@@ -1,0 +1,1 @@
+"""Hidden suites, one pytest module per kata (grader/suites/<module>.py)."""

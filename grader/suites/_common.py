@@ -1,0 +1,128 @@
+"""Shared helpers for hidden suites: tensor strategies, tolerances per dtype, closeness
+checks that fail with a readable counterexample, operation counting and growth rates."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from grader.protocol import PropertyFailure, show
+
+# Explicit tolerances per dtype (atol, rtol), for results compared with a float32/float64
+# computation of the same formula.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-9, 1e-7),
+    torch.float32: (1e-5, 1e-4),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+def tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    return TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+
+
+@st.composite
+def tensors(draw: Any, shape: Sequence[int], *, low: float = -3.0, high: float = 3.0,
+            dtype: torch.dtype = torch.float32, integers: bool = False) -> torch.Tensor:
+    """A tensor of `shape` with values in [low, high]; integer-valued when `integers`, which
+    keeps shrunk counterexamples short and readable."""
+    n = math.prod(shape)
+    if integers:
+        values = draw(st.lists(st.integers(int(low), int(high)), min_size=n, max_size=n))
+    else:
+        values = draw(st.lists(st.floats(low, high, allow_nan=False, allow_infinity=False,
+                                         width=32), min_size=n, max_size=n))
+    return torch.tensor(values, dtype=torch.float64).reshape(tuple(shape)).to(dtype)
+
+
+@st.composite
+def seeded_tensors(draw: Any, shape: Sequence[int], *, dtype: torch.dtype = torch.float32,
+                   scale: float = 1.0) -> torch.Tensor:
+    """A normal tensor from a drawn seed: fast for larger shapes (shrinks the seed only)."""
+    seed = draw(st.integers(0, 2**16))
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(tuple(shape), generator=gen, dtype=torch.float64) * scale).to(dtype)
+
+
+def check_close(got: Any, expected: torch.Tensor, prop: str, *, input: Any = None,
+                atol: float | None = None, rtol: float | None = None) -> None:
+    """Raise PropertyFailure unless `got` is a tensor of expected's shape and dtype whose
+    values are within tolerance (per expected's dtype unless given); NaNs must match."""
+    if not isinstance(got, torch.Tensor):
+        raise PropertyFailure(prop + " (the result must be a torch.Tensor)", input=input,
+                              expected=f"Tensor of shape {tuple(expected.shape)}",
+                              got=f"{type(got).__name__}: {show(got)}")
+    if tuple(got.shape) != tuple(expected.shape):
+        raise PropertyFailure(prop + " (wrong shape)", input=input,
+                              expected=f"shape {tuple(expected.shape)}", got=f"shape {tuple(got.shape)}")
+    if got.dtype != expected.dtype:
+        raise PropertyFailure(prop + " (wrong dtype)", input=input,
+                              expected=str(expected.dtype), got=str(got.dtype))
+    default_atol, default_rtol = tolerance(expected.dtype)
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
+    a, b = got.detach().double().cpu(), expected.detach().double().cpu()
+    ok = torch.isclose(a, b, atol=atol, rtol=rtol, equal_nan=True)
+    if bool(ok.all()):
+        return
+    bad = (~ok).nonzero()[0].tolist()
+    diff = (a - b).abs().nan_to_num(nan=float("inf"))
+    raise PropertyFailure(
+        prop, input=input, expected=expected, got=got,
+        note=f"first mismatch at index {tuple(bad)}: expected {b[tuple(bad)].item():.6g}, "
+             f"got {a[tuple(bad)].item():.6g}; max abs diff {diff.max().item():.3g} "
+             f"(atol={atol:g}, rtol={rtol:g})")
+
+
+class _OpCounter(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def count_ops(fn: Callable[[], Any]) -> int:
+    """Number of aten operations `fn()` dispatches: exact and immune to machine noise, so
+    "no Python loop over rows/heads" is checked by comparing counts at two sizes."""
+    with torch.no_grad(), _OpCounter() as counter:
+        fn()
+    return counter.count
+
+
+def median_time_s(fn: Callable[[], Any], *, repeats: int = 5, min_time_s: float = 0.002) -> float:
+    """Median wall time of fn(), each sample looping until it lasts at least min_time_s."""
+    fn()  # warm-up
+    samples = []
+    for _ in range(repeats):
+        loops, t0 = 0, time.perf_counter()
+        while True:
+            fn()
+            loops += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= min_time_s:
+                break
+        samples.append(elapsed / loops)
+    samples.sort()
+    return samples[len(samples) // 2]
+
+
+def growth_exponent(run_at: Callable[[int], Callable[[], Any]], sizes: Sequence[int]) -> float:
+    """Slope of log(time) against log(size): about 1 for linear work, 2 for quadratic.
+    `run_at(n)` prepares a workload of size n and returns the callable to time."""
+    xs, ys = [], []
+    for n in sizes:
+        xs.append(math.log(n))
+        ys.append(math.log(max(median_time_s(run_at(n)), 1e-9)))
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    num = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
+    den = sum((x - mean_x) ** 2 for x in xs)
+    return num / den

@@ -1,0 +1,138 @@
+"""The engine turns anything a candidate's code does into a verdict, never a grader crash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.engine.report import build_scorecard
+from grader.engine.runner import RunOutcome, run_suite
+from grader.grading import read_solution
+from grader.errors import KataError
+
+FIXTURES = Path(__file__).parent / "engine_fixtures"
+SUITE = FIXTURES / "toy_suite.py"
+
+
+def run(name: str, seed: int = 1, test_timeout_s: float = 3.0, total_timeout_s: float = 120.0) -> RunOutcome:
+    return run_suite(SUITE, FIXTURES / f"{name}.py", "toy", seed,
+                     test_timeout_s=test_timeout_s, total_timeout_s=total_timeout_s)
+
+
+def by_name(outcome: RunOutcome) -> dict:
+    return {t.name: t for t in outcome.tests}
+
+
+def test_good_solution_passes_every_test_with_metadata():
+    outcome = run("good")
+    tests = by_name(outcome)
+    assert set(tests) == {"test_add", "test_scale", "test_zero"}
+    assert all(t.passed for t in tests.values())
+    assert tests["test_scale"].level == 2 and tests["test_scale"].category == "api contract"
+    assert "new list" in tests["test_scale"].description
+
+
+def test_failure_shows_property_shrunk_input_expected_and_got():
+    t = by_name(run("wrong_sum"))["test_add"]
+    assert not t.passed and t.message == "add returns the sum"
+    # Hypothesis shrinks to the smallest failing input: a = 2 (the first a that breaks it).
+    assert t.details["input"] == "{'a': 2, 'b': 1}"
+    assert t.details["expected"] == "3" and t.details["got"] == "1"
+    assert "test_add" in t.details["example"] and "def " not in t.details["example"]
+
+
+def test_same_seed_gives_same_results():
+    first = [(t.name, t.passed, t.details.get("input")) for t in run("wrong_sum", seed=7).tests]
+    second = [(t.name, t.passed, t.details.get("input")) for t in run("wrong_sum", seed=7).tests]
+    assert first == second
+
+
+def test_syntax_error_is_a_verdict_naming_the_line():
+    outcome = run("syntax_error")
+    assert "syntax error at line 1" in outcome.import_error
+    assert all(not t.passed and "syntax error" in t.message for t in outcome.tests)
+
+
+def test_import_error_is_a_verdict():
+    outcome = run("import_error")
+    assert "ModuleNotFoundError" in outcome.import_error and "numpyy_does_not_exist" in outcome.import_error
+    assert all(not t.passed for t in outcome.tests)
+
+
+def test_missing_name_says_which_name():
+    t = by_name(run("missing_name"))["test_scale"]
+    assert not t.passed and "does not define `scale`" in t.message
+    assert by_name(run("missing_name"))["test_add"].passed
+
+
+def test_wrong_return_type_is_reported():
+    t = by_name(run("wrong_type"))["test_add"]
+    assert not t.passed and t.message == "add returns an int" and t.details["got"] == "'str'"
+
+
+def test_exception_names_the_candidates_line():
+    t = by_name(run("raises"))["test_scale"]
+    assert not t.passed and t.message.startswith("your code raised IndexError")
+    assert "line 6, in scale" in t.details["where"]
+
+
+def test_infinite_loop_times_out_and_grading_continues():
+    tests = by_name(run("infinite_loop"))
+    assert not tests["test_scale"].passed and "timed out after 3 s" in tests["test_scale"].message
+    assert tests["test_add"].passed and tests["test_zero"].passed
+
+
+def test_swallowed_timeout_gets_the_child_killed_and_grading_resumes():
+    tests = by_name(run("swallows_timeout", test_timeout_s=1.0))
+    assert not tests["test_scale"].passed and "had to be killed" in tests["test_scale"].message
+    assert tests["test_add"].passed and tests["test_zero"].passed
+
+
+@pytest.mark.parametrize("name,reason", [("segfault", "SIGSEGV"), ("os_exit", "exit code 7")])
+def test_crash_of_the_child_is_a_verdict_and_grading_resumes(name, reason):
+    tests = by_name(run(name))
+    assert not tests["test_scale"].passed
+    assert "crashed the test process" in tests["test_scale"].message and reason in tests["test_scale"].message
+    assert tests["test_add"].passed and tests["test_zero"].passed
+
+
+def test_output_spam_is_counted_not_shown():
+    outcome = run("spam")
+    tests = by_name(outcome)
+    assert all(t.passed for t in tests.values())
+    assert tests["test_add"].stdout_bytes > 100_000
+    card = build_scorecard(outcome, kata="toy", title="Toy", seed=1, solution="spam.py", solution_sha256="")
+    assert card.to_dict()["output_bytes"] < 50_000  # pytest captured it per test; none leaked
+
+
+def test_mutation_of_inputs_is_reported():
+    t = by_name(run("mutates_input"))["test_scale"]
+    assert not t.passed and t.message == "scale must not modify its input"
+
+
+def test_hang_at_import_fails_every_test_cleanly():
+    outcome = run("hangs_on_import", test_timeout_s=1.0)
+    assert outcome.import_error and "did not finish in time" in outcome.import_error
+    assert all(not t.passed for t in outcome.tests)
+
+
+def test_crash_at_import_fails_every_test_without_retrying_forever():
+    outcome = run("crashes_on_import")
+    assert all(not t.passed and "importing your file crashed" in t.message for t in outcome.tests)
+    assert outcome.duration_s < 30
+
+
+def test_overall_time_limit_ends_the_run_cleanly():
+    outcome = run("infinite_loop", test_timeout_s=30.0, total_timeout_s=4.0)
+    tests = by_name(outcome)
+    assert not tests["test_scale"].passed
+    assert any("whole run passed its 4 s limit" in t.message for t in tests.values() if not t.passed)
+    assert outcome.duration_s < 15
+
+
+def test_unreadable_files_are_input_errors():
+    with pytest.raises(KataError, match="not UTF-8"):
+        read_solution(FIXTURES / "not_utf8.py")
+    with pytest.raises(KataError, match="does not exist"):
+        read_solution(FIXTURES / "nope.py")
