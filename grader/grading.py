@@ -44,7 +44,8 @@ def read_solution(path: Path) -> str:
 def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None = None,
           on_event: Callable[[str, dict[str, Any]], None] | None = None,
           limits: ResourceLimits | None = None, test_timeout_s: float | None = None,
-          total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, **extra: Any) -> Scorecard:
+          total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, workdir: Path | None = None,
+          **extra: Any) -> Scorecard:
     """Grade `path` with the kata's hidden suite (or `suite`): a Scorecard, never an
     exception for anything the candidate's code does."""
     source = read_solution(path)
@@ -52,7 +53,7 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
     outcome = run_suite(suite or kata.suite_path, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
-                        on_event=on_event, limits=limits)
+                        on_event=on_event, limits=limits, workdir=workdir)
     return build_scorecard(
         outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
         solution_sha256=hashlib.sha256(source.encode()).hexdigest(),

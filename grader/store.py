@@ -63,6 +63,13 @@ CREATE TABLE hints (
     stage INTEGER NOT NULL,
     shown_at REAL NOT NULL
 );
+CREATE TABLE homeworks (
+    id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    title TEXT NOT NULL,
+    recorded_at REAL NOT NULL
+);
 CREATE TABLE reveals (
     id INTEGER PRIMARY KEY,
     session_id INTEGER REFERENCES sessions (id),
@@ -294,6 +301,12 @@ class Store:
         with self.transaction() as conn:
             conn.execute("INSERT INTO reveals (session_id, kata, revealed_at) VALUES (?, ?, ?)",
                          (session_id, kata, time.time()))
+
+    def record_homework(self, homework_id: str, path: Path, sha256: str, title: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO homeworks (id, path, sha256, title, recorded_at) VALUES (?, ?, ?, ?, ?) "
+                         "ON CONFLICT (id) DO UPDATE SET path = excluded.path, sha256 = excluded.sha256, "
+                         "title = excluded.title", (homework_id, str(path), sha256, title, time.time()))
 
     def reveals(self, kata: str, since: float = 0.0) -> int:
         return self._one("SELECT COUNT(*) FROM reveals WHERE kata = ? AND revealed_at >= ?",

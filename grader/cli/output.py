@@ -185,6 +185,8 @@ class GradingProgress:
             return
         if kind == "collected":
             self.progress.update(self.task, total=len(data["tests"]))
+        elif kind == "note":
+            self.progress.update(self.task, description=data["text"])
         elif kind == "result":
             self.failed += 0 if data["passed"] else 1
             note = f" ({self.failed} failed)" if self.failed else ""

@@ -117,6 +117,7 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
             child = _spawn(cmd, env, cwd, limits)
             offset, verdict = _watch(child, results_path, offset, state, test_timeout_s,
                                      deadline=t0 + total_timeout_s)
+            _kill(child)  # whatever the candidate's code forked into the group goes too
             state.absorb_output(child.output)
             if verdict == "finished" or not state.remaining():
                 break

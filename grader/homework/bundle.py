@@ -1,0 +1,211 @@
+"""The submission bundle: a zip with manifest.json and solutions/<module>.py per kata.
+
+Writing one is the candidate's side (``kata homework submit``). Opening one is the coach's
+side, and the coach is opening something a stranger made: every member is checked (no path
+traversal, absolute paths, links, unexpected or duplicate members, oversize members or
+total), hashes and manifest are checked against the files, and the only things written are
+files the coach's side names itself, inside a temporary folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from grader.catalog import Catalog
+from grader.errors import KataError
+from grader.homework.spec import Homework
+from grader.store import Store
+
+BUNDLE_FORMAT = 1
+MANIFEST = "manifest.json"
+MAX_MEMBER_BYTES = 1_000_000
+MAX_TOTAL_BYTES = 8_000_000
+MAX_MEMBERS = 64
+MAX_NAME_CHARS = 100
+
+
+class BundleError(KataError):
+    """A bundle cannot be trusted or read; the message says which member and why."""
+
+
+@dataclass
+class OpenedBundle:
+    path: Path
+    manifest: dict[str, Any]
+    files: dict[str, Path]  # kata slug -> extracted solution
+
+    @property
+    def candidate(self) -> str:
+        return self.manifest["candidate"]
+
+
+# ---------------------------------------------------------------------------- submit
+
+
+def build_bundle(homework: Homework, store: Store, catalog: Catalog, *, candidate: str, out: Path,
+                 allow_missing: bool) -> dict[str, Any]:
+    """Write the bundle to `out` and return its manifest."""
+    candidate = candidate.strip()
+    if not candidate or len(candidate) > MAX_NAME_CHARS or not candidate.isprintable():
+        raise KataError("--name must be 1 to 100 printable characters")
+    sessions = store.sessions_for_homework(homework.id)
+    entries, files, missing = [], {}, []
+    for hw_kata in homework.katas:
+        kata = catalog.get(hw_kata.slug)
+        mine = [s for s in sessions if s.kata == kata.slug]
+        if not mine:
+            missing.append(kata.slug)
+            entries.append({"slug": kata.slug, "module": kata.module, "missing": True})
+            continue
+        entry, source = _entry(store, kata.slug, kata.module, mine[-1])
+        entries.append(entry)
+        files[entry["file"]] = source
+    if missing and not allow_missing:
+        raise KataError(f"never started: {', '.join(missing)}",
+                        hint="`kata homework start <file> <slug>` to work it, or submit with --allow-missing")
+    manifest = {"format": BUNDLE_FORMAT, "homework_id": homework.id, "homework_sha256": homework.sha256,
+                "homework_title": homework.title, "candidate": candidate, "created_at": time.time(),
+                "katas": entries}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(MANIFEST, json.dumps(manifest, indent=2))
+        for name, source in files.items():
+            zf.writestr(name, source)
+    os.replace(tmp, out)
+    return manifest
+
+
+def _entry(store: Store, slug: str, module: str, session: Any) -> tuple[dict[str, Any], str]:
+    attempts = store.attempts_for_session(session.id)
+    if attempts:
+        latest = attempts[0]
+        source = store.attempt_source(latest.id)
+        card = latest.scorecard(store)
+        claimed = {"score": card["score"], "passed": card["passed"], "seed": card["seed"],
+                   "levels": [{"level": lv["level"], "passed": lv["passed"]} for lv in card["levels"]]}
+        graded_at, time_used = latest.graded_at, latest.time_used_s
+    else:
+        path = Path(session.solution_path)
+        source = path.read_text(encoding="utf-8") if path.is_file() else ""
+        claimed, graded_at, time_used = None, None, time.time() - session.started_at
+    entry = {"slug": slug, "module": module, "missing": False, "file": f"solutions/{module}.py",
+             "sha256": hashlib.sha256(source.encode()).hexdigest(),
+             "session_started_at": session.started_at, "graded_at": graded_at,
+             "time_used_s": time_used, "time_limit_s": session.minutes * 60.0,
+             "hints_used": store.hints_shown(slug, session.id),
+             "reveals": store.reveals(slug, since=session.started_at), "claimed": claimed}
+    return entry, source
+
+
+# ---------------------------------------------------------------------------- open
+
+
+def open_bundle(path: Path, dest: Path) -> OpenedBundle:
+    """Check every member of the bundle and extract the solutions into `dest`."""
+    if not path.is_file():
+        raise BundleError(f"{path} does not exist")
+    if path.stat().st_size > MAX_TOTAL_BYTES * 2:
+        raise BundleError(f"{path} is larger than {MAX_TOTAL_BYTES * 2 // 1_000_000} MB")
+    if not zipfile.is_zipfile(path):
+        raise BundleError(f"{path} is not a kata bundle (not a zip file)")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = _checked_members(zf, path)
+            manifest = _manifest(zf, infos, path)
+            files = _extract(zf, infos, manifest, path, dest)
+    except zipfile.BadZipFile as exc:
+        raise BundleError(f"{path} is a damaged zip file: {exc}") from exc
+    return OpenedBundle(path=path, manifest=manifest, files=files)
+
+
+def _checked_members(zf: zipfile.ZipFile, path: Path) -> dict[str, zipfile.ZipInfo]:
+    infos: dict[str, zipfile.ZipInfo] = {}
+    total = 0
+    members = zf.infolist()
+    if len(members) > MAX_MEMBERS:
+        raise BundleError(f"{path}: {len(members)} members, more than a bundle ever has ({MAX_MEMBERS})")
+    for info in members:
+        name = info.filename
+        pure = PurePosixPath(name)
+        if "\\" in name or "\x00" in name or pure.is_absolute() or name.startswith("/") or ":" in pure.parts[0]:
+            raise BundleError(f"{path}: member '{name}' has an absolute or malformed path")
+        if ".." in pure.parts:
+            raise BundleError(f"{path}: member '{name}' points outside the bundle (path traversal)")
+        mode = info.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise BundleError(f"{path}: member '{name}' is a link; bundles hold plain files only")
+        if info.is_dir():
+            raise BundleError(f"{path}: member '{name}' is a folder entry; bundles hold plain files only")
+        if name in infos:
+            raise BundleError(f"{path}: member '{name}' appears twice")
+        if info.file_size > MAX_MEMBER_BYTES:
+            raise BundleError(f"{path}: member '{name}' is {info.file_size:,} bytes, over the "
+                              f"{MAX_MEMBER_BYTES:,}-byte limit")
+        total += info.file_size
+        if total > MAX_TOTAL_BYTES:
+            raise BundleError(f"{path}: members add up to over {MAX_TOTAL_BYTES:,} bytes")
+        infos[name] = info
+    return infos
+
+
+def _read(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    # Read at most the limit + 1 whatever the header claims: a lying header cannot bomb us.
+    with zf.open(info) as fh:
+        data = fh.read(MAX_MEMBER_BYTES + 1)
+    if len(data) > MAX_MEMBER_BYTES:
+        raise BundleError(f"member '{info.filename}' unpacks to more than {MAX_MEMBER_BYTES:,} bytes")
+    return data
+
+
+def _manifest(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], path: Path) -> dict[str, Any]:
+    if MANIFEST not in infos:
+        raise BundleError(f"{path}: no {MANIFEST}; is this a kata bundle?")
+    try:
+        manifest = json.loads(_read(zf, infos[MANIFEST]).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BundleError(f"{path}: {MANIFEST} is not valid JSON: {exc}") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
+        raise BundleError(f"{path}: {MANIFEST} field 'format' must be {BUNDLE_FORMAT}")
+    for key, kind in (("homework_id", str), ("homework_sha256", str), ("candidate", str), ("katas", list)):
+        if not isinstance(manifest.get(key), kind):
+            raise BundleError(f"{path}: {MANIFEST} field '{key}' is missing or not a {kind.__name__}")
+    name = manifest["candidate"]
+    if not name.strip() or len(name) > MAX_NAME_CHARS or not name.isprintable():
+        raise BundleError(f"{path}: {MANIFEST} field 'candidate' is not a plain name")
+    for i, entry in enumerate(manifest["katas"]):
+        if not isinstance(entry, dict) or not isinstance(entry.get("slug"), str) \
+                or not isinstance(entry.get("module"), str) or not entry["module"].isidentifier():
+            raise BundleError(f"{path}: {MANIFEST} katas[{i}] needs a slug and a module name")
+        if not entry.get("missing"):
+            if entry.get("file") != f"solutions/{entry['module']}.py" or not isinstance(entry.get("sha256"), str):
+                raise BundleError(f"{path}: {MANIFEST} katas[{i}] has a bad 'file' or 'sha256'")
+    return manifest
+
+
+def _extract(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], manifest: dict[str, Any],
+             path: Path, dest: Path) -> dict[str, Path]:
+    expected = {e["file"]: e for e in manifest["katas"] if not e.get("missing")}
+    for name in infos:
+        if name != MANIFEST and name not in expected:
+            raise BundleError(f"{path}: unexpected member '{name}' (not in the manifest)")
+    files: dict[str, Path] = {}
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, entry in expected.items():
+        if name not in infos:
+            raise BundleError(f"{path}: the manifest lists {name}, but the bundle does not hold it")
+        data = _read(zf, infos[name])
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise BundleError(f"{path}: {name} does not match its sha256 in the manifest (altered?)")
+        target = dest / f"{entry['module']}.py"  # a name we make, never one from the zip
+        target.write_bytes(data)
+        files[entry["slug"]] = target
+    return files

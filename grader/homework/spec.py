@@ -1,0 +1,218 @@
+"""The homework file: a self-contained TOML document a coach writes and a candidate works.
+
+    format = 1
+    id = "hw-3f2a..."                # stable across the coach's and the candidate's copies
+    title = "Week 1"
+    due = "2026-12-10"               # optional, a date (late = graded after the end of that day)
+    [[katas]]
+    slug = "paged-kv"
+    minutes = 75
+    required_levels = 3              # levels the coach expects passed
+    [[private_suites]]               # only in the coach's copy
+    kata = "paged-kv"
+    name = "edge_cases.py"
+    source = '''...pytest file...'''
+
+The hash that a bundle records covers the public part only (id, title, due, katas), so the
+candidate's copy (without private suites) and the coach's copy have the same hash.
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime as dt
+import hashlib
+import json
+import secrets
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from grader.catalog import Catalog
+from grader.errors import KataError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FORMAT = 1
+MAX_SUITE_BYTES = 200_000
+
+
+class HomeworkError(KataError):
+    """A homework file is malformed (names the file and the field)."""
+
+
+@dataclass(frozen=True)
+class HomeworkKata:
+    slug: str
+    minutes: int
+    required_levels: int
+
+
+@dataclass(frozen=True)
+class PrivateSuite:
+    kata: str
+    name: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Homework:
+    id: str
+    title: str
+    due: dt.date | None
+    katas: tuple[HomeworkKata, ...]
+    private_suites: tuple[PrivateSuite, ...] = field(default=())
+
+    @property
+    def sha256(self) -> str:
+        public = {"format": FORMAT, "id": self.id, "title": self.title,
+                  "due": self.due.isoformat() if self.due else None,
+                  "katas": [k.__dict__ for k in self.katas]}
+        return hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()
+
+    def kata(self, slug: str) -> HomeworkKata | None:
+        return next((k for k in self.katas if k.slug == slug), None)
+
+    def is_late(self, when: float) -> bool:
+        if self.due is None:
+            return False
+        end_of_due = dt.datetime.combine(self.due, dt.time.max)
+        return dt.datetime.fromtimestamp(when) > end_of_due
+
+    def suites_for(self, slug: str) -> list[PrivateSuite]:
+        return [s for s in self.private_suites if s.kata == slug]
+
+    def to_toml(self, *, include_private: bool = True) -> str:
+        data: dict[str, Any] = {"format": FORMAT, "id": self.id, "title": self.title}
+        if self.due:
+            data["due"] = self.due
+        data["katas"] = [dict(k.__dict__) for k in self.katas]
+        if include_private and self.private_suites:
+            data["private_suites"] = [dict(s.__dict__) for s in self.private_suites]
+        return tomli_w.dumps(data, multiline_strings=True)
+
+
+def new_homework(catalog: Catalog, slugs: list[str], *, minutes: int | None, due: dt.date | None,
+                 title: str | None, suites: list[str]) -> Homework:
+    """Build a homework from the command line's choices, validating every part."""
+    if not slugs:
+        raise HomeworkError("a homework needs at least one kata", hint="add --kata <slug> (see `kata list`)")
+    katas = []
+    for slug in slugs:
+        kata = catalog.get(slug)
+        if any(k.slug == kata.slug for k in katas):
+            raise HomeworkError(f"kata '{kata.slug}' is listed twice")
+        katas.append(HomeworkKata(kata.slug, minutes or kata.minutes, len(kata.levels)))
+    private = tuple(_private_suite(spec, [k.slug for k in katas], catalog) for spec in suites)
+    title = title or "Homework: " + ", ".join(k.slug for k in katas)
+    return Homework(id="hw-" + secrets.token_hex(6), title=title, due=due, katas=tuple(katas),
+                    private_suites=private)
+
+
+def _private_suite(spec: str, slugs: list[str], catalog: Catalog) -> PrivateSuite:
+    """`--suite PATH` or `--suite SLUG=PATH`; a PATH alone names its kata with KATA = "slug"
+    at top level, or belongs to the homework's only kata."""
+    slug, _, path_text = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    path = Path(path_text)
+    if not path.is_file():
+        raise HomeworkError(f"private suite {path} does not exist")
+    source = path.read_text(encoding="utf-8")
+    if len(source.encode()) > MAX_SUITE_BYTES:
+        raise HomeworkError(f"private suite {path} is larger than {MAX_SUITE_BYTES // 1000} kB")
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as exc:
+        raise HomeworkError(f"private suite {path} has a syntax error at line {exc.lineno}: {exc.msg}") from exc
+    declared = _declared_kata(tree)
+    slug = slug or declared or (slugs[0] if len(slugs) == 1 else "")
+    if not slug:
+        raise HomeworkError(f"cannot tell which kata the private suite {path} is for",
+                            hint=f"write --suite <slug>={path}, or put KATA = \"<slug>\" in the file")
+    slug = catalog.get(slug).slug
+    if slug not in slugs:
+        raise HomeworkError(f"private suite {path} is for '{slug}', which is not in this homework")
+    if not any(isinstance(n, ast.FunctionDef) and n.name.startswith("test") for n in tree.body):
+        raise HomeworkError(f"private suite {path} has no test functions",
+                            hint="see 'Private suites' in the README for the protocol")
+    return PrivateSuite(kata=slug, name=path.name, source=source)
+
+
+def _declared_kata(tree: ast.Module) -> str | None:
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name) and node.targets[0].id == "KATA"
+                and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+            return node.value.value
+    return None
+
+
+def load_homework(path: Path, catalog: Catalog) -> Homework:
+    """Read and validate a homework file; HomeworkError names the file and the field."""
+    if not path.is_file():
+        raise HomeworkError(f"homework file {path} does not exist")
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise HomeworkError(f"{path} is not a valid homework file: {exc}") from exc
+    where = str(path)
+    if data.get("format") != FORMAT:
+        raise HomeworkError(f"{where}: field 'format' must be {FORMAT}, got {data.get('format')!r}",
+                            hint="was it written by a newer kata?")
+    hw_id = _field(data, "id", str, where)
+    if not hw_id.startswith("hw-"):
+        raise HomeworkError(f"{where}: field 'id' must start with 'hw-'")
+    title = _field(data, "title", str, where)
+    due = data.get("due")
+    if due is not None and not isinstance(due, dt.date):
+        raise HomeworkError(f"{where}: field 'due' must be a date like 2026-12-10")
+    katas = []
+    for i, raw in enumerate(_field(data, "katas", list, where)):
+        at = f"{where}: katas[{i}]"
+        if not isinstance(raw, dict):
+            raise HomeworkError(f"{at} must be a table")
+        slug = catalog.get(_field(raw, "slug", str, at)).slug
+        minutes = _field(raw, "minutes", int, at)
+        levels = _field(raw, "required_levels", int, at)
+        if minutes < 1 or levels < 1:
+            raise HomeworkError(f"{at}: 'minutes' and 'required_levels' must be >= 1")
+        katas.append(HomeworkKata(slug, minutes, levels))
+    if not katas:
+        raise HomeworkError(f"{where}: field 'katas' is empty")
+    suites = []
+    for i, raw in enumerate(data.get("private_suites", [])):
+        at = f"{where}: private_suites[{i}]"
+        suite = PrivateSuite(kata=_field(raw, "kata", str, at), name=_field(raw, "name", str, at),
+                             source=_field(raw, "source", str, at))
+        if suite.kata not in [k.slug for k in katas]:
+            raise HomeworkError(f"{at}: field 'kata' is '{suite.kata}', which is not in this homework")
+        suites.append(suite)
+    return Homework(id=hw_id, title=title, due=due if not isinstance(due, dt.datetime) else due.date(),
+                    katas=tuple(katas), private_suites=tuple(suites))
+
+
+def _field(data: dict, name: str, kind: type, where: str) -> Any:
+    if name not in data:
+        raise HomeworkError(f"{where}: field '{name}' is missing")
+    value = data[name]
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise HomeworkError(f"{where}: field '{name}' must be a {kind.__name__}")
+    if isinstance(value, str) and not value.strip():
+        raise HomeworkError(f"{where}: field '{name}' is empty")
+    return value
+
+
+def write_homework(homework: Homework, path: Path) -> tuple[Path, Path | None]:
+    """Write the coach's copy to `path` and, when there are private suites, the candidate's
+    copy (without them) beside it as <stem>.candidate.toml."""
+    path.write_text(homework.to_toml(), encoding="utf-8")
+    if not homework.private_suites:
+        return path, None
+    public = path.with_name(path.stem + ".candidate.toml")
+    public.write_text(homework.to_toml(include_private=False), encoding="utf-8")
+    return path, public

@@ -1,0 +1,64 @@
+"""Catalog discovery: a malformed kata folder is named precisely and hides nothing else."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from grader.catalog import KATAS_DIR, load_catalog
+from grader.errors import CatalogError
+
+
+def test_the_shipped_catalog_has_no_problems():
+    cat = load_catalog()
+    assert cat.problems == []
+    assert "paged-kv" in cat.katas
+    for kata in cat.katas.values():
+        assert kata.module == kata.slug.replace("-", "_") and kata.minutes == 75
+        assert [lv.level for lv in kata.levels] == list(range(1, len(kata.levels) + 1))
+        assert all(lv.hints for lv in kata.levels) and kata.followups
+
+
+@pytest.fixture
+def katas_copy(tmp_path):
+    target = tmp_path / "katas"
+    shutil.copytree(KATAS_DIR / "paged_kv", target / "paged_kv")
+    return target
+
+
+def _break(katas_copy, name, text):
+    broken = katas_copy / name
+    shutil.copytree(katas_copy / "paged_kv", broken)
+    (broken / "kata.toml").write_text(text.replace('slug = "paged-kv"', f'slug = "{name.replace("_", "-")}"'))
+    return broken
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda t: t.replace('slug = "paged-kv"', 'slug = "other"'), "field 'slug' is 'other'"),
+    (lambda t: t.replace("minutes = 75", "minutes = -3", 1), "field 'minutes' must be a positive integer"),
+    (lambda t: t.replace('difficulty = "', 'difficulty = "x', 1), "field 'difficulty' must be one of"),
+    (lambda t: "\n".join(l for l in t.splitlines() if not l.startswith("title")), "field 'title' is missing"),
+    (lambda t: t + "\n[[[ not toml", "not valid TOML"),
+])
+def test_malformed_kata_toml_names_file_and_field_and_others_still_load(katas_copy, mutate, message):
+    original = (katas_copy / "paged_kv" / "kata.toml").read_text()
+    _break(katas_copy, "paged_kv_broken", mutate(original))
+    cat = load_catalog(katas_copy)
+    assert "paged-kv" in cat.katas
+    assert len(cat.problems) == 1
+    assert "katas/paged_kv_broken/kata.toml" in cat.problems[0].message
+    assert message in cat.problems[0].message
+
+
+def test_missing_file_is_named(katas_copy):
+    broken = katas_copy / "broken"
+    shutil.copytree(katas_copy / "paged_kv", broken)
+    (broken / "stub.py").unlink()
+    cat = load_catalog(katas_copy)
+    assert [p.message for p in cat.problems] == ["katas/broken/stub.py is missing"]
+
+
+def test_get_unknown_kata_suggests_close_names():
+    with pytest.raises(CatalogError, match="unknown kata 'paged'"):
+        load_catalog().get("paged")

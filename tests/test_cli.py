@@ -1,0 +1,253 @@
+"""The CLI end to end with Typer's CliRunner, in a temporary KATA_HOME and workspace."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from grader.cli.app import app
+from grader.store import DB_NAME, SCHEMA_VERSION, Store
+from tests.kata_testing import REPO_ROOT, kata
+
+runner = CliRunner()
+REFERENCE = REPO_ROOT / "reference" / "paged_kv.py"
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args), catch_exceptions=False)
+
+
+def workspace_file() -> Path:
+    return Path(os.environ["KATA_WORKSPACE"]) / "paged_kv.py"
+
+
+def test_every_command_has_help():
+    for command in ("list", "show", "start", "status", "check", "grade", "hint", "reveal",
+                    "reset", "history", "notebook"):
+        result = invoke(command, "--help")
+        assert result.exit_code == 0 and "Usage" in result.output, command
+
+
+def test_list_shows_paged_kv_with_no_score_yet():
+    result = invoke("list")
+    assert result.exit_code == 0
+    assert "paged-kv" in result.output and "Paged" in result.output
+    data = json.loads(invoke("list", "--json").output)
+    row = next(r for r in data["katas"] if r["slug"] == "paged-kv")
+    assert row["levels"] == 3 and row["minutes"] == 75 and row["best_score"] is None
+
+
+def test_show_renders_the_statement():
+    result = invoke("show", "paged-kv")
+    assert result.exit_code == 0 and "PagedKVCacheAllocator" in result.output
+
+
+def test_unknown_slug_is_a_usage_error_with_a_suggestion():
+    result = invoke("show", "paged-kvv")
+    assert result.exit_code == 2
+    assert "unknown kata 'paged-kvv'" in result.output and "did you mean paged-kv" in result.output
+
+
+def test_start_writes_the_stub_and_records_a_session():
+    result = invoke("start", "paged-kv", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert workspace_file().read_text() == kata("paged-kv").stub_path.read_text()
+    assert "kata grade" in result.output and "deadline" in result.output
+    status = json.loads(invoke("status", "--json").output)["sessions"]
+    assert [s["kata"] for s in status] == ["paged-kv"] and 0 <= status[0]["elapsed_s"] < 60
+    assert 74 * 60 < status[0]["remaining_s"] <= 75 * 60
+
+
+def test_start_with_custom_minutes_and_status_flags_overtime():
+    assert invoke("start", "paged-kv", "--minutes", "1", "-q").exit_code == 0
+    with Store() as store:
+        session = store.active_session("paged-kv")
+        store.conn.execute("UPDATE sessions SET started_at = ?, deadline = ? WHERE id = ?",
+                           (time.time() - 120, time.time() - 60, session.id))
+    result = invoke("status")
+    assert result.exit_code == 0 and "OVERTIME" in result.output
+
+
+def test_start_again_says_a_session_is_active_and_changes_nothing():
+    invoke("start", "paged-kv", "-q")
+    workspace_file().write_text("# my work\n")
+    result = invoke("start", "paged-kv", "-q")
+    assert result.exit_code == 0 and "already has an active session" in result.output
+    assert workspace_file().read_text() == "# my work\n"
+
+
+def test_start_refuses_to_overwrite_changes_without_force_and_backs_up_with_force():
+    workspace_file().parent.mkdir(parents=True, exist_ok=True)
+    workspace_file().write_text("# my earlier work\n")
+    refused = invoke("start", "paged-kv", "-q")
+    assert refused.exit_code == 2 and "already holds your changes" in refused.output
+    assert workspace_file().read_text() == "# my earlier work\n"
+    forced = invoke("start", "paged-kv", "-q", "--force")
+    assert forced.exit_code == 0 and "backed up" in forced.output
+    backups = list((workspace_file().parent / ".backups").glob("paged_kv.*.py"))
+    assert len(backups) == 1 and backups[0].read_text() == "# my earlier work\n"
+    assert workspace_file().read_text() == kata("paged-kv").stub_path.read_text()
+
+
+def test_invalid_minutes_is_a_usage_error():
+    result = invoke("start", "paged-kv", "--minutes", "0")
+    assert result.exit_code == 2
+
+
+def test_check_runs_the_visible_examples():
+    invoke("start", "paged-kv", "-q")
+    stub = invoke("check")
+    assert stub.exit_code == 1 and "examples pass" in stub.output
+    workspace_file().write_text(REFERENCE.read_text())
+    ok = invoke("check", "paged-kv")
+    assert ok.exit_code == 0, ok.output
+
+
+def test_check_and_grade_without_a_session_need_a_slug():
+    for command in ("check", "grade", "hint"):
+        result = invoke(command)
+        assert result.exit_code == 2 and "no active session" in result.output, command
+
+
+def test_grade_the_reference_by_file_scores_100_as_json():
+    result = invoke("grade", "paged-kv", "--file", str(REFERENCE), "--json", "--seed", "3")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["kata"] == "paged-kv" and data["seed"] == 3 and data["score"] == 100 and data["passed"]
+    assert [lv["level"] for lv in data["levels"]] == [1, 2, 3] and all(lv["passed"] for lv in data["levels"])
+    assert all({"name", "level", "category", "passed", "message"} <= set(t) for t in data["tests"])
+
+
+def test_grade_infers_the_kata_from_the_file_name(tmp_path):
+    copy = tmp_path / "paged_kv.py"
+    copy.write_text(REFERENCE.read_text())
+    result = invoke("grade", "--file", str(copy), "--json", "--seed", "1")
+    assert result.exit_code == 0 and json.loads(result.output)["score"] == 100
+
+
+def test_grade_the_stub_in_a_session_scores_0_records_and_ends_the_session():
+    invoke("start", "paged-kv", "-q")
+    result = invoke("grade", "--seed", "5")
+    assert result.exit_code == 1
+    assert "0/100" in result.output and "not implemented" in result.output
+    assert "interview signal" in result.output
+    assert json.loads(invoke("status", "--json").output)["sessions"] == []
+    history = json.loads(invoke("history", "--json").output)["attempts"]
+    assert len(history) == 1 and history[0]["score"] == 0 and history[0]["seed"] == 5
+    assert history[0]["time_used_s"] is not None and history[0]["time_used_s"] < 120
+
+
+def test_grade_missing_file_and_bad_file_are_usage_errors(tmp_path):
+    missing = invoke("grade", "paged-kv", "--file", str(tmp_path / "nope.py"))
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    odd = tmp_path / "mystery.py"
+    odd.write_text("x = 1\n")
+    unknown = invoke("grade", "--file", str(odd))
+    assert unknown.exit_code == 2 and "cannot tell which kata" in unknown.output
+
+
+def test_grade_of_a_broken_file_is_a_verdict_not_a_crash():
+    invoke("start", "paged-kv", "-q")
+    workspace_file().write_text("def broken(:\n")
+    result = invoke("grade", "--json", "--seed", "0")
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert data["score"] == 0 and "syntax error at line 1" in data["import_error"]
+
+
+def test_hints_are_staged_and_counted_then_run_out():
+    invoke("start", "paged-kv", "-q")
+    hints = kata("paged-kv").levels[0].hints
+    for i, text in enumerate(hints):
+        result = invoke("hint")
+        assert result.exit_code == 0 and f"hint {i + 1}/{len(hints)} for level 1" in result.output
+        assert text.split()[0] in result.output
+    assert "no more hints for level 1" in invoke("hint").output
+    result = invoke("grade", "--json", "--seed", "0")
+    assert json.loads(result.output)["hints_used"] == len(hints)
+
+
+def test_hint_targets_the_lowest_unpassed_level():
+    invoke("start", "paged-kv", "-q")
+    workspace_file().write_text(REFERENCE.read_text())
+    assert invoke("grade", "--json", "--seed", "0").exit_code == 0
+    assert "passed every level" in invoke("hint", "paged-kv").output
+
+
+def test_reveal_asks_for_force_during_a_session_and_is_recorded():
+    invoke("start", "paged-kv", "-q")
+    refused = invoke("reveal", "paged-kv")
+    assert refused.exit_code == 2 and "--force" in refused.output
+    shown = invoke("reveal", "paged-kv", "--force")
+    assert shown.exit_code == 0 and "class PagedKVCacheAllocator" in shown.output
+    with Store() as store:
+        assert store.reveals("paged-kv") == 1
+
+
+def test_reset_backs_up_then_restores_the_stub():
+    invoke("start", "paged-kv", "-q")
+    workspace_file().write_text("# half done\n")
+    result = invoke("reset", "paged-kv")
+    assert result.exit_code == 0 and "backed up" in result.output
+    assert workspace_file().read_text() == kata("paged-kv").stub_path.read_text()
+    backups = list((workspace_file().parent / ".backups").iterdir())
+    assert [b.read_text() for b in backups] == ["# half done\n"]
+
+
+def test_history_table_and_list_show_the_best_score():
+    assert invoke("grade", "paged-kv", "--file", str(REFERENCE), "--seed", "1").exit_code == 0
+    table = invoke("history", "paged-kv")
+    assert table.exit_code == 0 and "paged-kv" in table.output and "100" in table.output
+    data = json.loads(invoke("list", "--json").output)
+    assert next(r for r in data["katas"] if r["slug"] == "paged-kv")["best_score"] == 100
+
+
+def test_notebook_writes_the_paired_ipynb(tmp_path, monkeypatch):
+    import grader.catalog as catalog_module
+
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "paged_kv.py").write_text(kata("paged-kv").notebook_path.read_text())
+    monkeypatch.setattr(catalog_module, "NOTEBOOKS_DIR", notebooks)
+    result = invoke("notebook", "paged-kv")
+    assert result.exit_code == 0, result.output
+    nb = json.loads((notebooks / "paged_kv.ipynb").read_text())
+    assert nb["metadata"]["jupytext"]["formats"] == "ipynb,py:percent" and len(nb["cells"]) > 3
+
+
+def test_corrupt_database_gives_a_clear_error():
+    home = Path(os.environ["KATA_HOME"])
+    home.mkdir(parents=True)
+    (home / DB_NAME).write_bytes(b"this is not sqlite" * 100)
+    result = invoke("history")
+    assert result.exit_code == 2 and "cannot be read" in result.output and "move it aside" in result.output
+
+
+def test_newer_schema_gives_a_clear_error():
+    home = Path(os.environ["KATA_HOME"])
+    home.mkdir(parents=True)
+    conn = sqlite3.connect(home / DB_NAME)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    result = invoke("list")
+    assert result.exit_code == 2 and "newer kata" in result.output
+
+
+def test_debug_shows_tracebacks_only_when_asked(monkeypatch):
+    import grader.cli.commands.show as show_module
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(show_module, "catalog", boom)
+    result = runner.invoke(app, ["show", "paged-kv"])
+    assert result.exit_code == 2 and "internal error: RuntimeError: kaboom" in result.output
+    assert "Traceback" not in result.output
+    debug = runner.invoke(app, ["--debug", "show", "paged-kv"])
+    assert isinstance(debug.exception, RuntimeError)
