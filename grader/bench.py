@@ -1,0 +1,486 @@
+"""The engine of ``kata bench``: time a kata's fixed workload for every implementation at hand.
+
+For one kata, ``run_bench`` times up to four implementations of the same workload:
+
+    yours          the candidate's file (loaded from its path, registered under the module name)
+    reference      ``reference/<module>.py``
+    kernel         the Triton (or CUDA C++) kernel in ``reference/kernels``, on a CUDA device only
+    torch builtin  the PyTorch built-in where one exists (scaled_dot_product_attention)
+
+Each is warmed up, then timed ``repeats`` times (each timing loops the call enough to last a
+few milliseconds, with a device synchronize around it); the row carries the median per call,
+a throughput (``tflops``, ``gbps``, ``ops_per_s`` or ``steps_per_s``) and ``ratio_to_reference``
+= median / the reference's median (2.0 = twice as slow). Attention rows also carry
+``ratio_to_builtin`` (to scaled_dot_product_attention). An implementation that cannot run
+(not written yet, raises, reference not importable, kernel without a GPU) gives a row with
+``median_ms`` None and a ``note`` saying why; the candidate's code never crashes the bench.
+The candidate's code runs in this process: a solution that hangs hangs the bench (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+import torch
+
+from grader.errors import KataError
+
+BENCH_SLUGS = ("mha", "rope", "lora", "paged-kv", "scheduler", "sampling", "ppo")
+NEEDS_CUDA = "needs cuda (the Triton interpreter on CPU checks correctness, it does not measure speed)"
+_MIN_TIMING_S = {False: 0.02, True: 0.0}  # quick: one call per timing
+
+
+class BenchError(KataError):
+    """The bench cannot run as asked (unknown kata, missing device)."""
+
+
+@dataclass
+class Case:
+    """One implementation of one workload. ``fn`` None means it is not run (``note`` says why).
+
+    ``work`` maps the throughput key to the amount of work per call (FLOPs, bytes, operations);
+    None there means ``fn`` returns the amount itself (a trace that counts its own steps).
+    """
+
+    workload: str
+    impl: str
+    fn: Callable[[], Any] | None
+    work: dict[str, float | None] = field(default_factory=dict)
+    note: str = ""
+    variant: str | None = None
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_solution(path: Path, module_name: str) -> ModuleType:
+    """Import a candidate file from its path under the kata's module name (dataclasses need it)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _load_impls(module_name: str, solution_path: Path | None) -> dict[str, ModuleType | str]:
+    """{"yours": module or why not, "reference": module or why not}."""
+    impls: dict[str, ModuleType | str] = {}
+    if solution_path is None:
+        impls["yours"] = "no solution file given"
+    else:
+        try:
+            impls["yours"] = load_solution(Path(solution_path), module_name)
+        except BaseException as exc:  # noqa: BLE001 - a broken solution is a row, not a crash
+            impls["yours"] = f"importing {solution_path} failed: {_short(exc)}"
+    try:
+        impls["reference"] = importlib.import_module(f"reference.{module_name}")
+    except Exception as exc:  # noqa: BLE001 - a reference being written is a note
+        impls["reference"] = f"reference/{module_name}.py is not importable yet: {_short(exc)}"
+    return impls
+
+
+def _short(exc: BaseException) -> str:
+    if isinstance(exc, NotImplementedError):
+        return "not implemented yet (NotImplementedError)"
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+# ----------------------------------------------------------------------------- timing
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _median_seconds(fn: Callable[[], Any], device: str, repeats: int, quick: bool) -> tuple[float, Any]:
+    """Warm up, size an inner loop to last a few ms, return (median seconds per call, last result)."""
+    result = fn()  # warm-up: first-call compilation, allocator growth, caches
+    _sync(device)
+    start = time.perf_counter()
+    result = fn()
+    _sync(device)
+    once = max(time.perf_counter() - start, 1e-7)
+    inner = max(1, min(1000, int(_MIN_TIMING_S[quick] / once)))
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            result = fn()
+        _sync(device)
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples), result
+
+
+def _measure(case: Case, device: str, repeats: int, quick: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"impl": case.impl, "workload": case.workload, "median_ms": None,
+                           "ratio_to_reference": None, "note": case.note}
+    if case.variant:
+        row["variant"] = case.variant
+    if case.fn is None:
+        return row
+    try:
+        with torch.no_grad():
+            seconds, result = _median_seconds(case.fn, device, repeats, quick)
+    except BaseException as exc:  # noqa: BLE001 - candidate code failing is a row
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        row["note"] = f"raised {_short(exc)}"
+        return row
+    row["median_ms"] = seconds * 1e3
+    for key, amount in case.work.items():
+        amount = float(result) if amount is None else amount
+        scale = 1e12 if key == "tflops" else 1e9 if key == "gbps" else 1.0
+        row[key] = amount / seconds / scale
+    return row
+
+
+def _add_ratios(rows: list[dict[str, Any]]) -> None:
+    for row in rows:
+        for impl, key in (("reference", "ratio_to_reference"), ("torch builtin", "ratio_to_builtin")):
+            base = next((r["median_ms"] for r in rows if r["impl"] == impl and r["workload"] == row["workload"]
+                         and r["median_ms"]), None)
+            if base and row["median_ms"]:
+                row[key] = row["median_ms"] / base
+
+
+# ----------------------------------------------------------------------------- case helpers
+
+
+def _impl_cases(workload: str, impls: dict[str, ModuleType | str], make_fn: Callable[[ModuleType], Callable[[], Any]],
+                work: dict[str, float | None]) -> list[Case]:
+    """A yours and a reference case, each ``make_fn(module)``; a failure to set up becomes a note."""
+    cases = []
+    for impl in ("yours", "reference"):
+        module = impls[impl]
+        if isinstance(module, str):
+            cases.append(Case(workload, impl, None, work, note=module))
+            continue
+        try:
+            cases.append(Case(workload, impl, make_fn(module), work))
+        except BaseException as exc:  # noqa: BLE001 - candidate set-up code may fail
+            cases.append(Case(workload, impl, None, work, note=f"set-up raised {_short(exc)}"))
+    return cases
+
+
+def _kernel_case(workload: str, device: str, make_fn: Callable[[], Callable[[], Any]],
+                 work: dict[str, float | None], variant: str = "triton") -> Case:
+    if device != "cuda":
+        return Case(workload, "kernel", None, work, note=NEEDS_CUDA, variant=variant)
+    if variant == "cuda c++":
+        from reference.kernels.cuda import cuda_skip_reason as skip_reason
+    else:
+        from reference.kernels import kernel_skip_reason
+
+        def skip_reason() -> str | None:
+            return kernel_skip_reason("cuda")
+    reason = skip_reason()
+    if reason is not None:
+        return Case(workload, "kernel", None, work, note=reason, variant=variant)
+    return Case(workload, "kernel", make_fn(), work, variant=variant)
+
+
+def _randn(*shape: int, dtype: torch.dtype, device: str, seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
+
+
+def _float_dtype(device: str) -> torch.dtype:
+    return torch.float16 if device == "cuda" else torch.float32
+
+
+# ----------------------------------------------------------------------------- mha
+
+
+def _prefill_cases(impls, device: str, quick: bool) -> list[Case]:
+    batch, heads, seq_len, head_dim = (1, 2, 32, 16) if quick else (4, 32, 2048, 128) if device == "cuda" \
+        else (1, 8, 512, 64)
+    dtype = _float_dtype(device)
+    q, k, v = (_randn(batch, heads, seq_len, head_dim, dtype=dtype, device=device, seed=s) for s in range(3))
+    workload = f"causal prefill B={batch} H={heads} T={seq_len} D={head_dim} {str(dtype)[6:]}"
+    work = {"tflops": 4.0 * batch * heads * seq_len * seq_len * head_dim / 2}  # causal: half the scores
+    cases = _impl_cases(workload, impls, lambda m: lambda: m.attention(q, k, v, is_causal=True), work)
+
+    def kernel():
+        from reference.kernels import flash_attention
+        return lambda: flash_attention(q, k, v, causal=True)
+    cases.append(_kernel_case(workload, device, kernel, work))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    cases.append(Case(workload, "torch builtin", lambda: sdpa(q, k, v, is_causal=True), work,
+                      variant="scaled_dot_product_attention"))
+    return cases
+
+
+def _decode_cases(impls, device: str, quick: bool) -> list[Case]:
+    """One new token per sequence over a cache of seq_len tokens: paged kernels vs contiguous attention."""
+    batch, heads, kv_heads, head_dim, seq_len, block_size = (2, 2, 1, 16, 20, 4) if quick else \
+        (16, 32, 8, 128, 4096, 16) if device == "cuda" else (4, 8, 2, 64, 512, 16)
+    dtype = _float_dtype(device)
+    groups = heads // kv_heads
+    q = _randn(batch, heads, head_dim, dtype=dtype, device=device, seed=3)
+    k = _randn(batch, kv_heads, seq_len, head_dim, dtype=dtype, device=device, seed=4)
+    v = _randn(batch, kv_heads, seq_len, head_dim, dtype=dtype, device=device, seed=5)
+    k_rep, v_rep = k.repeat_interleave(groups, 1), v.repeat_interleave(groups, 1)  # kata API: equal heads
+    q4 = q[:, :, None, :]  # (B, H, 1, D)
+    workload = f"decode B={batch} H={heads}/{kv_heads} T={seq_len} D={head_dim} {str(dtype)[6:]}"
+    work = {"gbps": 2.0 * batch * kv_heads * seq_len * head_dim * k.element_size()}  # K and V read once
+    cases = _impl_cases(workload, impls, lambda m: lambda: m.attention(q4, k_rep, v_rep), work)
+
+    num_blocks_per_seq = math.ceil(seq_len / block_size)
+    # the same K/V scattered into a shuffled pool of blocks: (NB, BS, H_kv, D)
+    perm = torch.randperm(batch * num_blocks_per_seq, generator=torch.Generator().manual_seed(6))
+    block_tables = perm.reshape(batch, num_blocks_per_seq).to(device=device, dtype=torch.int32)
+    padded = num_blocks_per_seq * block_size
+
+    def to_pool(x: torch.Tensor) -> torch.Tensor:
+        x = torch.nn.functional.pad(x, (0, 0, 0, padded - seq_len))  # (B, H_kv, padded, D)
+        blocks = x.reshape(batch, kv_heads, num_blocks_per_seq, block_size, head_dim).permute(0, 2, 3, 1, 4)
+        pool = torch.empty(batch * num_blocks_per_seq, block_size, kv_heads, head_dim, dtype=dtype, device=device)
+        pool[block_tables.reshape(-1).long()] = blocks.reshape(-1, block_size, kv_heads, head_dim)
+        return pool
+    k_cache, v_cache = to_pool(k), to_pool(v)
+    seq_lens = torch.full((batch,), seq_len, dtype=torch.int32, device=device)
+
+    def triton_kernel():
+        from reference.kernels import paged_decode_attention
+        return lambda: paged_decode_attention(q, k_cache, v_cache, block_tables, seq_lens)
+
+    def cuda_kernel():
+        from reference.kernels.cuda import paged_decode_attention_cuda
+        return lambda: paged_decode_attention_cuda(q, k_cache, v_cache, block_tables, seq_lens)
+    cases.append(_kernel_case(workload, device, triton_kernel, work))
+    cases.append(_kernel_case(workload, device, cuda_kernel, work, variant="cuda c++"))
+    cases.append(Case(workload, "torch builtin", _sdpa_gqa(q4, k, v, k_rep, v_rep), work,
+                      variant="scaled_dot_product_attention (contiguous K/V)"))
+    return cases
+
+
+def _sdpa_gqa(q, k, v, k_rep, v_rep) -> Callable[[], Any]:
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    try:
+        sdpa(q, k, v, enable_gqa=True)  # torch >= 2.5 reads the H_kv heads without copying
+        return lambda: sdpa(q, k, v, enable_gqa=True)
+    except (TypeError, RuntimeError):
+        return lambda: sdpa(q, k_rep, v_rep)
+
+
+# ----------------------------------------------------------------------------- rope, lora
+
+
+def _rope_cases(impls, device: str, quick: bool) -> list[Case]:
+    batch, heads, seq_len, head_dim = (1, 2, 8, 16) if quick else (4, 32, 2048, 128) if device == "cuda" \
+        else (1, 8, 512, 64)
+    dtype = _float_dtype(device)
+    x = _randn(batch, heads, seq_len, head_dim, dtype=dtype, device=device)
+    positions = torch.arange(seq_len, device=device)
+    workload = f"apply_rope B={batch} H={heads} T={seq_len} D={head_dim} {str(dtype)[6:]}"
+    work = {"gbps": 2.0 * x.numel() * x.element_size()}  # read x, write the result
+    cases = _impl_cases(workload, impls, lambda m: lambda: m.apply_rope(x, positions), work)
+
+    def kernel():
+        from reference.kernels import rope
+        return lambda: rope(x, positions)
+    cases.append(_kernel_case(workload, device, kernel, work))
+    return cases
+
+
+def _lora_cases(impls, device: str, quick: bool) -> list[Case]:
+    num_rows, in_features, out_features, max_rank = (8, 32, 32, 8) if quick else \
+        (512, 4096, 4096, 16) if device == "cuda" else (256, 512, 512, 16)
+    dtype = _float_dtype(device)
+    ranks, alpha = [max_rank // 4 or 1, max_rank // 2 or 1, max_rank, max_rank], 16.0
+    base_weight = _randn(out_features, in_features, dtype=dtype, device=device) / math.sqrt(in_features)
+    adapters = [(_randn(r, in_features, dtype=dtype, device=device, seed=10 + i) / math.sqrt(in_features),
+                 _randn(out_features, r, dtype=dtype, device=device, seed=20 + i)) for i, r in enumerate(ranks)]
+    x = _randn(num_rows, in_features, dtype=dtype, device=device, seed=1)
+    ids = torch.randint(-1, len(ranks), (num_rows,), generator=torch.Generator().manual_seed(2)).to(device)
+    workload = f"MultiLoRALinear N={num_rows} {in_features}->{out_features} {len(ranks)} adapters r<={max_rank}"
+    flops = 2.0 * num_rows * in_features * out_features + 4.0 * num_rows * max_rank * (in_features + out_features)
+    work = {"tflops": flops}
+
+    def make_layer(module):
+        base = torch.nn.Linear(in_features, out_features, bias=False, device=device, dtype=dtype)
+        with torch.no_grad():
+            base.weight.copy_(base_weight)
+        layer = module.MultiLoRALinear(base, max_rank)
+        slots = [layer.add_adapter(f"tenant{i}", a, b, alpha) for i, (a, b) in enumerate(adapters)]
+        slot_ids = torch.tensor([-1] + slots, device=device)[ids + 1]  # adapter index -> the slot it got
+        return lambda: layer(x, slot_ids)
+    cases = _impl_cases(workload, impls, make_layer, work)
+
+    def kernel():
+        from reference.kernels import multi_lora_delta
+        lora_a = torch.zeros(len(ranks), max_rank, in_features, dtype=dtype, device=device)
+        lora_b = torch.zeros(len(ranks), out_features, max_rank, dtype=dtype, device=device)
+        for slot, (a, b) in enumerate(adapters):
+            lora_a[slot, : a.shape[0]], lora_b[slot, :, : a.shape[0]] = a, b
+        scaling = torch.tensor([alpha / r for r in ranks], device=device)
+        return lambda: x @ base_weight.T + multi_lora_delta(x, lora_a, lora_b, scaling, ids).to(dtype)
+    cases.append(_kernel_case(workload, device, kernel, work))
+    return cases
+
+
+# ----------------------------------------------------------------------------- traces
+
+
+def _paged_kv_trace(module: ModuleType, num_blocks: int, num_ops: int) -> int:
+    """New requests, decode appends, forks and frees in a fixed random mix; returns the calls made."""
+    allocator = module.PagedKVCacheAllocator(num_blocks, 16)
+    rng = random.Random(0)
+    live: list[str] = []
+    calls = next_id = 0
+    while calls < num_ops:
+        roll = rng.random()
+        if not live or roll < 0.15:
+            request_id, next_id = f"r{next_id}", next_id + 1
+            calls += 1
+            if allocator.allocate(request_id, rng.randint(1, 512)):
+                live.append(request_id)
+            elif live:
+                allocator.free(live.pop(0))  # out of blocks: the oldest request finishes
+                calls += 1
+        elif roll < 0.85:
+            request_id = live[rng.randrange(len(live))]
+            calls += 1
+            if not allocator.allocate(request_id, 1):
+                allocator.free(request_id)
+                live.remove(request_id)
+                calls += 1
+        elif roll < 0.92:
+            child_id, next_id = f"r{next_id}", next_id + 1
+            allocator.fork(live[rng.randrange(len(live))], child_id)
+            live.append(child_id)
+            calls += 1
+        else:
+            allocator.free(live.pop(rng.randrange(len(live))))
+            calls += 1
+        if calls % 64 == 0:
+            allocator.pop_copies()
+    return calls
+
+
+def _paged_kv_cases(impls, device: str, quick: bool) -> list[Case]:
+    num_blocks, num_ops = (64, 300) if quick else (4096, 20000)
+    workload = f"trace: {num_ops} allocate/append/fork/free calls, {num_blocks} blocks of 16"
+    return _impl_cases(workload, impls, lambda m: lambda: _paged_kv_trace(m, num_blocks, num_ops),
+                       {"ops_per_s": None})
+
+
+def _scheduler_trace(module: ModuleType, num_requests: int, arrivals_per_step: int) -> int:
+    """Requests arrive a few per step while the scheduler runs until all finish; returns steps."""
+    rng = random.Random(0)
+    requests = [module.Request(f"q{i}", prompt_len=rng.randint(1, 1024), max_new_tokens=rng.randint(1, 64),
+                               priority=rng.randint(0, 2), arrival_time=float(i)) for i in range(num_requests)]
+    scheduler = module.Scheduler(max_num_batched_tokens=512, max_num_seqs=64, num_blocks=2048, block_size=16)
+    steps, pending = 0, list(reversed(requests))
+    while pending or scheduler.has_unfinished():
+        for _ in range(min(arrivals_per_step, len(pending))):
+            scheduler.add_request(pending.pop())
+        scheduler.step()
+        steps += 1
+        if steps > 100 * num_requests + 10_000:
+            raise RuntimeError(f"requests still unfinished after {steps} steps")
+    return steps
+
+
+def _scheduler_cases(impls, device: str, quick: bool) -> list[Case]:
+    num_requests = 20 if quick else 1000
+    workload = f"trace: {num_requests} requests, 2 arrive per step, budget 512 tokens, 64 seqs, 2048 blocks"
+    return _impl_cases(workload, impls, lambda m: lambda: _scheduler_trace(m, num_requests, 2),
+                       {"steps_per_s": None})
+
+
+# ----------------------------------------------------------------------------- sampling, ppo
+
+
+def _sampling_cases(impls, device: str, quick: bool) -> list[Case]:
+    batch, vocab = (4, 100) if quick else (64, 128_256) if device == "cuda" else (32, 32_000)
+    logits = _randn(batch, vocab, dtype=torch.float32, device=device) * 3
+    filter_workload = f"top_k_top_p_filter B={batch} V={vocab} k=50 p=0.9"
+    cases = _impl_cases(filter_workload, impls, lambda m: lambda: m.top_k_top_p_filter(logits, 50, 0.9),
+                        {"ops_per_s": float(batch)})
+
+    def make_sample(module):
+        gen = torch.Generator(device=device).manual_seed(0)
+        return lambda: module.sample(logits, temperature=0.8, top_k=50, top_p=0.9, generator=gen)
+    sample_workload = f"sample B={batch} V={vocab} T=0.8 k=50 p=0.9"
+    return cases + _impl_cases(sample_workload, impls, make_sample, {"ops_per_s": float(batch)})
+
+
+def _ppo_cases(impls, device: str, quick: bool) -> list[Case]:
+    batch, seq_len = (2, 8) if quick else (32, 512)
+    gen = torch.Generator().manual_seed(0)
+    lengths = torch.randint(1, seq_len + 1, (batch,), generator=gen)
+    mask = (torch.arange(seq_len)[None, :] < lengths[:, None]).to(device)  # right-padded
+    logprobs, old_logprobs, values, old_values, rewards = (
+        (torch.randn(batch, seq_len, generator=gen) * 0.1 - 1).to(device) for _ in range(5))
+    workload = f"ppo_loss B={batch} T={seq_len} (GAE, whitening, both losses)"
+    return _impl_cases(workload, impls, lambda m: lambda: m.ppo_loss(
+        logprobs, old_logprobs, values, old_values, rewards, mask), {"ops_per_s": float(mask.sum())})
+
+
+# ----------------------------------------------------------------------------- entry point
+
+_CASES: dict[str, list[Callable[..., list[Case]]]] = {
+    "mha": [_prefill_cases, _decode_cases],
+    "rope": [_rope_cases],
+    "lora": [_lora_cases],
+    "paged-kv": [_paged_kv_cases],
+    "scheduler": [_scheduler_cases],
+    "sampling": [_sampling_cases],
+    "ppo": [_ppo_cases],
+}
+
+
+def run_bench(slug: str, solution_path: Path | None, device: str, repeats: int = 5,
+              quick: bool = False) -> list[dict[str, Any]]:
+    """Time the kata's fixed workload(s) for yours, the reference, the kernel and the built-in.
+
+    Args:
+        slug: one of BENCH_SLUGS.
+        solution_path: the candidate's file, or None for no "yours" row timing.
+        device: "cpu" or "cuda".
+        repeats: timed repetitions; the median is reported.
+        quick: tiny workloads and one call per timing (for tests).
+
+    Returns:
+        Rows ``{impl, workload, median_ms, ratio_to_reference, note}`` plus, where meaningful,
+        ``tflops`` / ``gbps`` / ``ops_per_s`` / ``steps_per_s``, ``ratio_to_builtin`` and ``variant``.
+
+    Raises:
+        BenchError: unknown slug, unknown device, or cuda asked without a GPU.
+    """
+    if slug not in _CASES:
+        raise BenchError(f"no benchmark for kata '{slug}'", hint=f"choose one of: {', '.join(BENCH_SLUGS)}")
+    if device not in ("cpu", "cuda"):
+        raise BenchError(f"device must be cpu or cuda, not '{device}'")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise BenchError("device cuda needs a CUDA GPU, and torch sees none", hint="use --device cpu")
+    if repeats < 1:
+        raise BenchError(f"repeats must be >= 1, got {repeats}")
+    module_name = slug.replace("-", "_")
+    previous = sys.modules.get(module_name)
+    try:
+        impls = _load_impls(module_name, solution_path)
+        rows = [_measure(case, device, repeats, quick)
+                for make_cases in _CASES[slug] for case in make_cases(impls, device, quick)]
+    finally:  # the candidate's module was registered under the kata's name: put back what was there
+        if previous is None:
+            sys.modules.pop(module_name, None)
+        else:
+            sys.modules[module_name] = previous
+    _add_ratios(rows)
+    return rows

@@ -1,0 +1,84 @@
+"""How long grading takes: the median wall time of grading each kata's reference, and of a
+coach's review of one bundle with three katas.
+
+    python scripts/bench_grading.py                 # every kata, 5 runs each
+    python scripts/bench_grading.py paged-kv -n 5
+    python scripts/bench_grading.py --review        # review of a 3-kata bundle, 5 runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from grader.catalog import load_catalog  # noqa: E402
+from grader.grading import grade  # noqa: E402
+
+
+def bench_katas(slugs: list[str], repeats: int) -> None:
+    catalog = load_catalog()
+    for slug in slugs or sorted(catalog.katas):
+        kata = catalog.get(slug)
+        times, score = [], None
+        for seed in range(repeats):
+            t0 = time.perf_counter()
+            score = grade(kata, kata.reference_path, seed=seed).score
+            times.append(time.perf_counter() - t0)
+        print(f"{slug:10s} reference score {score:3d}  median {statistics.median(times):6.2f} s  "
+              f"(min {min(times):.2f}, max {max(times):.2f}, n={repeats})", flush=True)
+
+
+def bench_review(repeats: int) -> None:
+    from grader.homework.review import review
+    from grader.homework.spec import new_homework
+
+    catalog = load_catalog()
+    slugs = [s for s in ("paged-kv", "rope", "ppo") if s in catalog.katas][:3]
+    hw = new_homework(catalog, slugs, minutes=None, due=None, title="bench", suites=[])
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = Path(tmp) / "bench.kata.zip"
+        entries = []
+        with zipfile.ZipFile(bundle, "w") as zf:
+            for slug in slugs:
+                kata = catalog.get(slug)
+                source = kata.reference_path.read_bytes()
+                zf.writestr(f"solutions/{kata.module}.py", source)
+                entries.append({"slug": slug, "module": kata.module, "file": f"solutions/{kata.module}.py",
+                                "sha256": hashlib.sha256(source).hexdigest(), "claimed": None})
+            zf.writestr("manifest.json", json.dumps({"format": 1, "homework_id": hw.id, "homework_sha256": hw.sha256,
+                                                     "candidate": "bench", "katas": entries}))
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            rows = review([bundle], hw, catalog)
+            times.append(time.perf_counter() - t0)
+        print(f"review of one bundle with {len(slugs)} katas ({', '.join(slugs)}): scores "
+              f"{[r.score for r in rows]}  median {statistics.median(times):.2f} s "
+              f"(min {min(times):.2f}, max {max(times):.2f}, n={repeats})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("katas", nargs="*")
+    parser.add_argument("-n", "--repeats", type=int, default=5)
+    parser.add_argument("--review", action="store_true")
+    args = parser.parse_args()
+    print(f"{os.cpu_count()} CPUs", flush=True)
+    if args.review:
+        bench_review(args.repeats)
+    else:
+        bench_katas(args.katas, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
