@@ -1,0 +1,1 @@
+"""Reference implementations of the katas (the oracles the hidden suites compare against)."""
