@@ -8,7 +8,6 @@ import sqlite3
 import time
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from grader.cli.app import app

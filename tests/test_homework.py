@@ -21,7 +21,7 @@ from grader.cli.app import app
 from grader.engine.limits import ResourceLimits
 from grader.engine.runner import run_suite
 from grader.homework.bundle import BundleError, open_bundle
-from grader.homework.spec import HomeworkError, load_homework
+from grader.homework.spec import load_homework
 from tests.kata_testing import REPO_ROOT
 
 runner = CliRunner()
