@@ -125,7 +125,8 @@ def _show_tensor(t: Any) -> str:
         head = ", ".join(_show(v, 5) for v in flat)
         return f"tensor(first values [{head}, ...], {meta})"
     values = t.detach().cpu().tolist()
-    return f"tensor({_show(values, 1)}, {meta})"
+    # At most 64 elements, so nesting cannot blow up: no depth cut inside a tensor.
+    return f"tensor({_show(values, -t.dim())}, {meta})"
 
 
 def _torch() -> Any:

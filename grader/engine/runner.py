@@ -259,6 +259,9 @@ def _read_events(path: Path, offset: int, state: _RunState) -> int:
 def _pytest_command(suite: Path, seed: int, deselect: list[str]) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", str(suite), "-p", "grader.engine.plugin",
            "-q", "--tb=no", "--no-header", "-p", "no:cacheprovider",
+           # Suites fail through expect(); skipping assertion rewriting and plugins a grading
+           # run never uses saves about 1.5 s of CPU per run.
+           "--assert=plain", "-p", "no:unraisableexception", "-p", "no:benchmark", "-p", "no:xdist",
            "-c", os.devnull, "--rootdir", str(suite.parent),
            f"--hypothesis-seed={seed}", "-W", "ignore"]
     for nodeid in deselect:
