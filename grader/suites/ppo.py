@@ -7,15 +7,13 @@ with values on a grid of eighths, so a shrunk counterexample can be checked by h
 
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import torch
 from hypothesis import given, settings, strategies as st
-from torch.overrides import TorchFunctionMode
 
 from grader.protocol import PropertyFailure, call, expect, kata_test
-from grader.suites._common import check_close, tolerance
+from grader.suites._common import check_close, count_ops, tolerance
 
 NAN, INF = float("nan"), float("inf")
 # What padding may hold: the functions must give the same answer whatever is there.
@@ -25,9 +23,7 @@ FAST = settings(max_examples=15)
 MEDIUM = settings(max_examples=25)
 FEW = settings(max_examples=8)  # tests that loop over every case themselves
 
-
 # ---------------------------------------------------------------------------- strategies
-
 
 @st.composite
 def valid_masks(draw: Any, *, max_b: int = 3, max_t: int = 5, min_total: int = 1) -> torch.Tensor:
@@ -38,7 +34,6 @@ def valid_masks(draw: Any, *, max_b: int = 3, max_t: int = 5, min_total: int = 1
     lengths = draw(st.lists(st.integers(2 if need_two else 1, T), min_size=B, max_size=B))
     return torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
 
-
 def grid(draw: Any, shape: tuple[int, ...], dtype: torch.dtype, lo: int = -16,
          hi: int = 16) -> torch.Tensor:
     """Values k / 8 for integers k in [lo, hi]: exact in every float dtype. Drawn from a seed
@@ -48,15 +43,12 @@ def grid(draw: Any, shape: tuple[int, ...], dtype: torch.dtype, lo: int = -16,
     ints = torch.randint(lo, hi + 1, shape, generator=gen, dtype=torch.int64)
     return (ints.to(torch.float64) / 8).to(dtype)
 
-
 def with_padding(x: torch.Tensor, valid: torch.Tensor, fill: float) -> torch.Tensor:
     return torch.where(valid, x, torch.full_like(x, fill))
-
 
 def as_mask(valid: torch.Tensor, kind: str, dtype: torch.dtype) -> torch.Tensor:
     """The mask in the form a caller may pass: bool, or 0/1 float."""
     return valid if kind == "bool" else valid.to(dtype)
-
 
 @st.composite
 def batches(draw: Any, names: tuple[str, ...], *, min_total: int = 1, dtypes=DTYPES,
@@ -77,28 +69,22 @@ def batches(draw: Any, names: tuple[str, ...], *, min_total: int = 1, dtypes=DTY
         out["clean"] = clean
     return out
 
-
 def valid_of(mask: torch.Tensor) -> torch.Tensor:
     return mask if mask.dtype == torch.bool else mask != 0
-
 
 def leaf(x: torch.Tensor) -> torch.Tensor:
     return x.detach().clone().requires_grad_(True)
 
-
 def token_mean(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return torch.where(valid, x, torch.zeros_like(x)).sum() / valid.sum()
 
-
 # ---------------------------------------------------------------------------- checks
-
 
 def scalar_of(value: Any, what: str, input: Any) -> torch.Tensor:
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         return value.detach().reshape(())
     raise PropertyFailure(f"{what} must be a scalar tensor", input=input,
                           expected="0-d tensor", got=value)
-
 
 def check_stats(got: Any, expected: dict[str, torch.Tensor], prop: str, input: Any) -> None:
     expect(isinstance(got, dict), f"{prop}: the stats must be a dict", input=input,
@@ -111,11 +97,9 @@ def check_stats(got: Any, expected: dict[str, torch.Tensor], prop: str, input: A
         check_close(value.double(), want.detach().double(), f"{prop}: stats['{key}']",
                     input=input, atol=atol, rtol=rtol)
 
-
 def check_grad(got: torch.Tensor | None, expected: torch.Tensor, prop: str, input: Any) -> None:
     got = torch.zeros_like(expected) if got is None else got
     check_close(got, expected, prop, input=input)
-
 
 def expect_value_error(fn: Callable[[], Any], prop: str, input: Any) -> None:
     try:
@@ -129,24 +113,19 @@ def expect_value_error(fn: Callable[[], Any], prop: str, input: Any) -> None:
                               got=f"{type(exc).__name__}: {exc}") from exc
     raise PropertyFailure(prop, input=input, expected="ValueError", got="no exception")
 
-
 def shapes_of(inp: dict[str, Any]) -> dict[str, Any]:
     return {k: (f"shape {tuple(v.shape)}" if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
-
 
 def expect_unchanged(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor], what: str) -> None:
     for name, old in before.items():
         same = torch.allclose(old.double(), after[name].double(), rtol=0, atol=0, equal_nan=True)
         expect(same, f"{what} must not modify its input '{name}'", expected=old, got=after[name])
 
-
 # ============================================================================ level 1
-
 
 def policy_inputs(b: dict[str, Any], clip_eps: float) -> dict[str, Any]:
     return {"logprobs": b["logprobs"], "old_logprobs": b["old"], "advantages": b["adv"],
             "mask": b["mask"], "clip_eps": clip_eps}
-
 
 def run_policy(module: Any, inp: dict[str, Any]) -> tuple[Any, Any, torch.Tensor]:
     logprobs = leaf(inp["logprobs"])
@@ -157,10 +136,8 @@ def run_policy(module: Any, inp: dict[str, Any]) -> tuple[Any, Any, torch.Tensor
     loss.backward()
     return loss, stats, logprobs.grad
 
-
 CLIP_EPS = st.sampled_from((0.1, 0.2, 0.3))
 POLICY = ("logprobs", "old", "adv")
-
 
 @kata_test(level=1, category="correctness", weight=3,
            description="policy loss, clipfrac and approx_kl match the reference")
@@ -173,7 +150,6 @@ def test_policy_loss_matches_reference(solution, reference, b, clip_eps):
     check_close(loss.detach(), want.detach(), "the policy loss equals the reference's", input=inp)
     check_stats(stats, want_stats, "policy loss", inp)
 
-
 @kata_test(level=1, category="correctness", weight=2,
            description="the gradient with respect to logprobs matches the reference")
 @FAST
@@ -183,7 +159,6 @@ def test_policy_gradient_matches_reference(solution, reference, b, clip_eps):
     _, _, grad = run_policy(solution, inp)
     _, _, want = run_policy(reference, inp)
     check_grad(grad, want, "d(loss)/d(logprobs) equals the reference's", inp)
-
 
 @kata_test(level=1, category="correctness", weight=2,
            description="at logprobs == old_logprobs: loss == -mean(A), clipfrac 0, approx_kl 0")
@@ -198,7 +173,6 @@ def test_policy_loss_at_old_policy_is_minus_mean_advantage(solution, b, clip_eps
     check_close(loss.detach(), want, "at ratio 1 the policy loss is -(token mean of A)", input=inp)
     zero = torch.zeros((), dtype=torch.float64)
     check_stats(stats, {"clipfrac": zero, "approx_kl": zero}, "at ratio 1", inp)
-
 
 @kata_test(level=1, category="correctness", weight=2,
            description="zero gradient on tokens where the ratio left the clip range in the "
@@ -222,7 +196,6 @@ def test_policy_gradient_zero_where_clipped(solution, b, clip_eps):
            "the gradient is non-zero where the ratio is inside the clip range (or clipped on "
            "the side the advantage does not push) and A != 0", input=inp,
            expected=f"non-zero at positions {free.nonzero().tolist()}", got=grad)
-
 
 @kata_test(level=1, category="correctness", weight=1,
            description="the loss is the token mean over the whole batch, not a mean of "
@@ -248,7 +221,6 @@ def test_policy_loss_is_token_mean_over_batch(solution, b, clip_eps):
     check_close(got, want, "[loss, clipfrac, approx_kl] of the batch is the token-count-weighted"
                 " mean of the per-row values", input=inp, atol=atol, rtol=rtol)
 
-
 @kata_test(level=1, category="edge cases", weight=2,
            description="padding holding NaN, inf or huge values changes neither loss nor stats")
 @MEDIUM
@@ -262,7 +234,6 @@ def test_policy_loss_padding_changes_nothing(solution, b, clip_eps):
     check_stats(stats, {k: scalar_of(v, k, inp) for k, v in want_stats.items()},
                 "with junk padding", inp)
 
-
 @kata_test(level=1, category="edge cases", weight=1,
            description="the gradient is exactly 0 on padding, even when padding holds NaN or inf")
 @FAST
@@ -272,7 +243,6 @@ def test_policy_gradient_zero_on_padding(solution, reference, b, clip_eps):
     _, _, grad = run_policy(solution, inp)
     _, _, want = run_policy(reference, policy_inputs(b["clean"], clip_eps))
     check_grad(grad, want, "d(loss)/d(logprobs) is 0 on padding and unchanged elsewhere", inp)
-
 
 @kata_test(level=1, category="edge cases", weight=1,
            description="clipfrac counts clipped valid tokens only, divided by the valid count")
@@ -291,7 +261,6 @@ def test_clipfrac_counts_valid_tokens_only(solution, b, clip_eps):
     want = clipped.sum().double() / valid.sum()
     check_stats(stats, {"clipfrac": want}, "clipfrac = #(valid tokens where the clipped term is "
                 "strictly larger) / #valid", inp)
-
 
 @kata_test(level=1, category="api contract", weight=1,
            description="returns (0-d loss of logprobs.dtype, dict of detached 0-d stats); "
@@ -317,7 +286,6 @@ def test_policy_loss_returns_scalar_and_detached_stats(solution, b, clip_eps):
                f"stats['{key}'] is a detached 0-d tensor", input=inp, got=value)
     expect_unchanged(before, inp, "ppo_policy_loss")
 
-
 @kata_test(level=1, category="api contract", weight=1,
            description="gradients flow to logprobs only, not to old_logprobs or advantages")
 @FAST
@@ -333,7 +301,6 @@ def test_policy_gradients_flow_to_logprobs_only(solution, b, clip_eps):
                f"no gradient reaches {name} (treat it as a constant)", input=inp,
                expected="no gradient", got=tensor.grad)
 
-
 @kata_test(level=1, category="api contract", weight=1,
            description="ValueError on mismatched shapes and on clip_eps <= 0")
 @FEW
@@ -347,7 +314,6 @@ def test_policy_loss_rejects_bad_input(solution, b):
             inp[which] = torch.cat([inp[which], inp[which][:, :1]], dim=1)
         expect_value_error(lambda: solution.ppo_policy_loss(**inp),
                            f"ppo_policy_loss raises ValueError for a bad '{which}'", shapes_of(inp))
-
 
 @kata_test(level=1, category="api contract", weight=1,
            description="a bool mask and the same mask as 0/1 floats give the same results")
@@ -365,29 +331,9 @@ def test_bool_and_float_masks_agree(solution, b, clip_eps):
     check_grad(grad_f, torch.zeros_like(valid, dtype=b["logprobs"].dtype) if grad_b is None else grad_b,
                "float mask gives the bool mask's gradient", as_float)
 
-
-class _TorchCallCounter(TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
-def count_ops(fn: Callable[[], Any]) -> int:
-    """Torch calls (functions, methods, operators) `fn()` makes. Like _common.count_ops, but
-    at the torch-function level: its first use does not import torch._dynamo (seconds)."""
-    with torch.no_grad(), _TorchCallCounter() as counter:
-        fn()
-    return counter.count
-
-
 def op_count_ratio_ok(fn_at: Callable[[int, int], Callable[[], Any]], small: tuple[int, int],
                       large: tuple[int, int]) -> tuple[int, int]:
     return count_ops(fn_at(*small)), count_ops(fn_at(*large))
-
 
 @kata_test(level=1, category="efficiency", weight=1,
            description="no Python loop over rows or tokens: the work is a fixed number of "
@@ -404,14 +350,11 @@ def test_policy_loss_has_no_python_loop(solution):
            input={"(B, T)": [(2, 3), (16, 24)]}, expected=f"about {small} operations at both sizes",
            got=f"{small} at (2, 3), {large} at (16, 24)")
 
-
 # ============================================================================ level 2
-
 
 GAMMA = st.sampled_from((1.0, 0.9, 0.5))
 LAM = st.sampled_from((1.0, 0.95, 0.5, 0.0))
 GAE = ("rewards", "values")
-
 
 def run_gae(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     out = call(module.compute_gae, inp["rewards"], inp["values"], inp["mask"], inp["gamma"],
@@ -420,23 +363,19 @@ def run_gae(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tenso
            input=inp, got=type(out).__name__)
     return out
 
-
 def gae_inputs(b: dict[str, Any], gamma: float, lam: float) -> dict[str, Any]:
     return {"rewards": b["rewards"], "values": b["values"], "mask": b["mask"], "gamma": gamma,
             "lam": lam}
-
 
 def row_tail_sums(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """sum_{s >= t, s valid} x[:, s], by a reversed cumulative sum."""
     x = torch.where(valid, x, torch.zeros_like(x))
     return torch.where(valid, x.flip(1).cumsum(1).flip(1), torch.zeros_like(x))
 
-
 def next_values_in_row(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """V_{t+1}, 0 after a row's last valid token."""
     v = torch.where(valid, values, torch.zeros_like(values))
     return torch.cat([v[:, 1:], torch.zeros_like(v[:, :1])], dim=1)
-
 
 @kata_test(level=2, category="correctness", weight=3,
            description="GAE advantages and returns match the reference")
@@ -448,7 +387,6 @@ def test_gae_matches_reference(solution, reference, b, gamma, lam):
     want_adv, want_ret = run_gae(reference, inp)
     check_close(adv, want_adv, "the advantages equal the reference's", input=inp)
     check_close(ret, want_ret, "the returns equal the reference's", input=inp)
-
 
 @kata_test(level=2, category="correctness", weight=2,
            description="with lam = 1 and gamma = 1, GAE is the Monte-Carlo return minus V")
@@ -462,7 +400,6 @@ def test_gae_lam1_gamma1_is_monte_carlo_return_minus_value(solution, b):
     want = torch.where(valid, mc_return - b["values"], torch.zeros_like(mc_return))
     check_close(adv, want, "A_t = (r_t + r_{t+1} + ... to the row's end) - V_t", input=inp)
     check_close(ret, mc_return, "returns = the Monte-Carlo return", input=inp)
-
 
 @kata_test(level=2, category="correctness", weight=2,
            description="with lam = 0, GAE is the TD residual r_t + gamma * V_{t+1} - V_t")
@@ -478,7 +415,6 @@ def test_gae_lam0_is_td_residual(solution, b, gamma):
     check_close(adv, want, "A_t = r_t + gamma * V_{t+1} - V_t (V after the row's end is 0)",
                 input=inp)
 
-
 @kata_test(level=2, category="correctness", weight=1,
            description="A_t = delta_t + gamma * lam * A_{t+1}, computed backwards from the row end")
 @FAST
@@ -492,7 +428,6 @@ def test_gae_satisfies_backward_recursion(solution, b, gamma, lam):
     adv_next = torch.cat([adv.detach()[:, 1:], torch.zeros_like(adv[:, :1])], dim=1)
     want = torch.where(valid, delta + gamma * lam * adv_next, torch.zeros_like(delta))
     check_close(adv, want, "A_t = delta_t + gamma * lam * A_{t+1}", input=inp)
-
 
 @kata_test(level=2, category="edge cases", weight=1,
            description="at a row's last valid token A = r - V: nothing is bootstrapped past "
@@ -512,7 +447,6 @@ def test_gae_last_valid_token_does_not_bootstrap(solution, b, gamma, lam):
     check_close(got, want, "A at each row's last valid token is r - V (the episode ends; padding "
                 "holds rewards 1 and values 2 here)", input=inp)
 
-
 @kata_test(level=2, category="edge cases", weight=2,
            description="padding holding NaN, inf or huge values changes nothing; outputs are 0 "
                        "on padding")
@@ -526,7 +460,6 @@ def test_gae_padding_changes_nothing(solution, reference, b, gamma, lam):
                 "(and are 0 on padding)", input=inp)
     check_close(ret, want_ret, "returns with junk padding equal those with zero padding "
                 "(and are 0 on padding)", input=inp)
-
 
 @kata_test(level=2, category="api contract", weight=1,
            description="compute_gae returns (B, T) tensors without gradient, returns = A + V; "
@@ -548,7 +481,6 @@ def test_gae_returns_detached_tensors(solution, b, gamma, lam):
                 "returns = advantages + values on valid tokens, 0 on padding", input=inp)
     expect_unchanged(before, {k: inp[k].detach() for k in before}, "compute_gae")
 
-
 @kata_test(level=2, category="efficiency", weight=1,
            description="GAE is vectorised over the batch: no Python loop over rows")
 def test_gae_vectorized_over_batch(solution):
@@ -563,16 +495,13 @@ def test_gae_vectorized_over_batch(solution):
            input={"B": [2, 32], "T": 4}, expected=f"about {small} operations at both sizes",
            got=f"{small} at B=2, {large} at B=32")
 
-
 VALUE = ("values", "old_values", "returns")
 # Not multiples of 1/8: no exact ties between the clipped and unclipped terms on the grid.
 CLIP_EPS_VALUE = st.sampled_from((0.1, 0.2, 0.3))
 
-
 def value_inputs(b: dict[str, Any], clip_eps_value: float) -> dict[str, Any]:
     return {"values": b["values"], "old_values": b["old_values"], "returns": b["returns"],
             "mask": b["mask"], "clip_eps_value": clip_eps_value}
-
 
 def run_value(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     values = leaf(inp["values"])
@@ -584,7 +513,6 @@ def run_value(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Ten
     grad = torch.zeros_like(values) if values.grad is None else values.grad
     return loss.detach(), grad
 
-
 @kata_test(level=2, category="correctness", weight=3,
            description="the clipped value loss and its gradient match the reference")
 @MEDIUM
@@ -595,7 +523,6 @@ def test_value_loss_matches_reference(solution, reference, b, clip_eps_value):
     want, want_grad = run_value(reference, inp)
     check_close(loss, want, "the value loss equals the reference's", input=inp)
     check_grad(grad, want_grad, "d(value loss)/d(values) equals the reference's", inp)
-
 
 @kata_test(level=2, category="correctness", weight=2,
            description="the clipped value loss is >= the unclipped 0.5 * mean((v - R)^2)")
@@ -611,7 +538,6 @@ def test_clipped_value_loss_at_least_unclipped(solution, b, clip_eps_value):
            "the clipped value loss is at least the unclipped 0.5 * token mean of (v - R)^2",
            input=inp, expected=f">= {unclipped.item():.6g}", got=loss)
 
-
 @kata_test(level=2, category="correctness", weight=1,
            description="when values == old_values the loss is 0.5 * token mean of (v - R)^2")
 @FAST
@@ -622,7 +548,6 @@ def test_value_loss_is_half_mse_inside_clip_range(solution, b, clip_eps_value):
     want = 0.5 * token_mean((b["values"] - b["returns"]) ** 2, valid_of(b["mask"]))
     check_close(loss, want, "inside the clip range the loss is 0.5 * token mean of (v - R)^2",
                 input=inp)
-
 
 @kata_test(level=2, category="correctness", weight=1,
            description="zero value gradient on tokens where the clipped term is strictly larger")
@@ -639,7 +564,6 @@ def test_value_gradient_zero_where_clipped(solution, b, clip_eps_value):
            "strictly larger: the critic may not move further from old_v", input=inp,
            expected=f"0 at positions {clipped_active.nonzero().tolist()}", got=grad)
 
-
 @kata_test(level=2, category="edge cases", weight=1,
            description="value loss: padding holding NaN, inf or huge values changes nothing, "
                        "gradient 0 on padding")
@@ -652,7 +576,6 @@ def test_value_loss_padding_changes_nothing(solution, reference, b, clip_eps_val
     check_close(loss, want, "the value loss with junk padding equals the loss with zero padding",
                 input=inp)
     check_grad(grad, want_grad, "d(value loss)/d(values) is 0 on padding and unchanged elsewhere", inp)
-
 
 @kata_test(level=2, category="api contract", weight=1,
            description="value loss: a 0-d tensor; gradients flow to values only")
@@ -670,7 +593,6 @@ def test_value_gradients_flow_to_values_only(solution, b, clip_eps_value):
         expect(tensor.grad is None or bool((tensor.grad == 0).all()),
                f"no gradient reaches {name} (treat it as a constant)", input=inp,
                expected="no gradient", got=tensor.grad)
-
 
 @kata_test(level=2, category="api contract", weight=1,
            description="compute_gae and ppo_value_loss raise ValueError on mismatched shapes")
@@ -690,24 +612,19 @@ def test_level2_rejects_shape_mismatch(solution, b):
         expect_value_error(lambda: fn(**inp), f"{fn.__name__} raises ValueError when '{arg}' "
                            "has a different shape", shapes_of(inp))
 
-
 # ============================================================================ level 3
-
 
 KL_COEF = st.sampled_from((0.1, 0.5, 1.0))
 KL = ("logprobs", "ref")
-
 
 def draw_scores(draw: Any, b: dict[str, Any]) -> torch.Tensor:
     B = b["mask"].shape[0]
     dtype = b["logprobs"].dtype
     return grid(draw, (B,), dtype, -16, 16)
 
-
 def run_kl(module: Any, inp: dict[str, Any]) -> torch.Tensor:
     return call(module.kl_shaped_rewards, inp["scores"], inp["logprobs"], inp["ref_logprobs"],
                 inp["mask"], inp["kl_coef"], what="kl_shaped_rewards")
-
 
 @st.composite
 def kl_inputs(draw: Any, specials: bool = False) -> dict[str, Any]:
@@ -721,7 +638,6 @@ def kl_inputs(draw: Any, specials: bool = False) -> dict[str, Any]:
                         "ref_logprobs": b["clean"]["ref"]}
     return inp
 
-
 @kata_test(level=3, category="correctness", weight=2,
            description="KL-shaped rewards match the reference")
 @FAST
@@ -729,7 +645,6 @@ def kl_inputs(draw: Any, specials: bool = False) -> dict[str, Any]:
 def test_kl_rewards_match_reference(solution, reference, inp):
     check_close(run_kl(solution, inp), run_kl(reference, inp),
                 "the shaped rewards equal the reference's", input=inp)
-
 
 @kata_test(level=3, category="correctness", weight=1,
            description="the KL term is zero when the policy equals the reference")
@@ -741,7 +656,6 @@ def test_kl_term_zero_when_policy_equals_reference(solution, inp):
     got = run_kl(solution, inp)
     check_close(got, torch.zeros_like(inp["logprobs"]),
                 "with logprobs == ref_logprobs and zero scores every reward is 0", input=inp)
-
 
 @kata_test(level=3, category="correctness", weight=2,
            description="the score lands on each row's last valid token only")
@@ -756,7 +670,6 @@ def test_score_on_last_valid_token_only(solution, inp):
     check_close(with_scores - without, want, "rewards(scores) - rewards(0) is scores[b] at row "
                 "b's last valid token and 0 everywhere else", input=inp)
 
-
 @kata_test(level=3, category="api contract", weight=1,
            description="the shaped rewards carry no gradient (even when logprobs does)")
 @FAST
@@ -770,7 +683,6 @@ def test_kl_rewards_carry_no_gradient(solution, inp):
     expect(not got.requires_grad, "the rewards are constants for the loss: no gradient",
            input=inp, expected="requires_grad=False", got="requires_grad=True")
 
-
 @kata_test(level=3, category="edge cases", weight=1,
            description="KL rewards: padding holding NaN, inf or huge values changes nothing; 0 "
                        "on padding")
@@ -781,9 +693,7 @@ def test_kl_rewards_padding_changes_nothing(solution, reference, inp):
     check_close(run_kl(solution, inp), run_kl(reference, clean), "rewards with junk padding "
                 "equal those with zero padding (and are 0 on padding)", input=inp)
 
-
 # ---------------------------------------------------------------------------- masked_whiten
-
 
 def spread(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """x with at least two distinct valid values, so the variance is well away from 0."""
@@ -794,7 +704,6 @@ def spread(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
         x[tuple(first)] += 1.0
     return x
 
-
 @st.composite
 def whiten_inputs(draw: Any, specials: bool = False) -> dict[str, Any]:
     b = draw(batches(("x",), min_total=2, specials=specials))
@@ -804,11 +713,9 @@ def whiten_inputs(draw: Any, specials: bool = False) -> dict[str, Any]:
         inp["clean"] = {**inp, "x": spread(b["clean"]["x"], valid)}
     return inp
 
-
 def run_whiten(module: Any, inp: dict[str, Any]) -> torch.Tensor:
     return call(module.masked_whiten, inp["x"], inp["mask"], inp["shift_mean"],
                 what="masked_whiten")
-
 
 @kata_test(level=3, category="correctness", weight=2,
            description="masked_whiten matches the reference (shift_mean True and False)")
@@ -817,7 +724,6 @@ def run_whiten(module: Any, inp: dict[str, Any]) -> torch.Tensor:
 def test_masked_whiten_matches_reference(solution, reference, inp):
     check_close(run_whiten(solution, inp), run_whiten(reference, inp),
                 "the whitened values equal the reference's", input=inp)
-
 
 @kata_test(level=3, category="correctness", weight=2,
            description="whitened values have masked mean 0 and unbiased masked variance 1")
@@ -840,7 +746,6 @@ def test_whitened_has_mean_0_and_variance_1(solution, inp):
            input=inp, expected="mean 0, variance 1", got=f"mean {mean.item():.6g}, "
            f"variance {var.item():.6g} over {n} valid entries")
 
-
 @kata_test(level=3, category="edge cases", weight=2,
            description="whitening uses the valid entries only; padding is 0 whatever it held")
 @FAST
@@ -850,7 +755,6 @@ def test_whiten_ignores_padding(solution, reference, inp):
     check_close(run_whiten(solution, inp), run_whiten(reference, clean),
                 "whitening with junk padding equals whitening with zero padding, and padding "
                 "comes out 0", input=inp)
-
 
 @kata_test(level=3, category="correctness", weight=1,
            description="shift_mean=False keeps the masked mean of x")
@@ -863,7 +767,6 @@ def test_whiten_shift_mean_false_keeps_mean(solution, inp):
     check_close(token_mean(got.detach(), valid), token_mean(inp["x"], valid),
                 "with shift_mean=False the masked mean of the output is the masked mean of x",
                 input=inp)
-
 
 @kata_test(level=3, category="api contract", weight=1,
            description="masked_whiten raises ValueError with fewer than 2 valid entries or a "
@@ -878,12 +781,9 @@ def test_whiten_rejects_bad_input(solution, T, dtype):
         expect_value_error(lambda: solution.masked_whiten(x, mask),
                            f"masked_whiten raises ValueError ({what})", inp)
 
-
 # ---------------------------------------------------------------------------- ppo_loss
 
-
 LOSS = ("logprobs", "old_logprobs", "values", "old_values", "rewards")
-
 
 @st.composite
 def loss_inputs(draw: Any, specials: bool = False, whiten: bool | None = None) -> dict[str, Any]:
@@ -898,7 +798,6 @@ def loss_inputs(draw: Any, specials: bool = False, whiten: bool | None = None) -
     if specials:
         inp["clean"] = {**inp, **{k: b["clean"][k] for k in LOSS}}
     return inp
-
 
 def run_loss(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
     logprobs, values = leaf(inp["logprobs"]), leaf(inp["values"])
@@ -916,9 +815,7 @@ def run_loss(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, Any, torch
     return (total.detach(), stats, zeros if logprobs.grad is None else logprobs.grad,
             zeros if values.grad is None else values.grad)
 
-
 STAT_KEYS = ("policy_loss", "value_loss", "clipfrac", "approx_kl")
-
 
 @kata_test(level=3, category="correctness", weight=3,
            description="ppo_loss: total, stats and gradients match the reference")
@@ -933,7 +830,6 @@ def test_ppo_loss_matches_reference(solution, reference, inp):
     check_grad(g_v, want_v, "d(total)/d(values) equals the reference's (only through the value "
                "loss: GAE runs on values.detach())", inp)
 
-
 @kata_test(level=3, category="correctness", weight=2,
            description="value targets are the returns before whitening: whitening changes "
                        "only the policy loss")
@@ -945,7 +841,6 @@ def test_ppo_loss_value_targets_before_whitening(solution, inp):
     check_stats(stats, {"value_loss": scalar_of(raw_stats["value_loss"], "value_loss", inp)},
                 "value_loss with whitening equals value_loss without (returns = raw advantages "
                 "+ values)", inp)
-
 
 @kata_test(level=3, category="api contract", weight=1,
            description="ppo_loss: total = policy_loss + vf_coef * value_loss; stats are "
@@ -963,7 +858,6 @@ def test_ppo_loss_combines_policy_and_value_loss(solution, inp):
     want = stats["policy_loss"] + inp["vf_coef"] * stats["value_loss"]
     check_close(total, want.to(total.dtype), "total = policy_loss + vf_coef * value_loss", input=inp)
 
-
 @kata_test(level=3, category="edge cases", weight=1,
            description="ppo_loss: padding holding NaN, inf or huge values changes nothing")
 @FAST
@@ -977,7 +871,6 @@ def test_ppo_loss_padding_changes_nothing(solution, reference, inp):
     check_stats(stats, want_stats, "ppo_loss with junk padding", inp)
     check_grad(g_lp, want_lp, "d(total)/d(logprobs) is 0 on padding and unchanged elsewhere", inp)
     check_grad(g_v, want_v, "d(total)/d(values) is 0 on padding and unchanged elsewhere", inp)
-
 
 @kata_test(level=3, category="api contract", weight=1,
            description="kl_shaped_rewards and ppo_loss raise ValueError on mismatched shapes")

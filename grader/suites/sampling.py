@@ -16,15 +16,14 @@ probability below 2e-7 per run. Anything sampled with probability exactly 0 fail
 
 from __future__ import annotations
 
-import itertools
 import math
 from typing import Any
 
 import torch
 from hypothesis import assume, given, settings, strategies as st
-from torch.overrides import TorchFunctionMode
 
 from grader.protocol import PropertyFailure, call, expect, kata_test
+from grader.suites._common import count_ops
 
 ALPHA_PER_TEST = 1e-9
 MIN_EXPECTED_COUNT = 200
@@ -33,12 +32,10 @@ NEG_INF = float("-inf")
 
 # ============================================================================ helpers
 
-
 def chi_square_tail(statistic: float, dof: int) -> float:
     """P(X >= statistic) for X ~ chi-square(dof): the regularized upper incomplete gamma."""
     a = torch.tensor(dof / 2, dtype=torch.float64)
     return float(torch.special.gammaincc(a, torch.tensor(statistic / 2, dtype=torch.float64)))
-
 
 def pooled_bins(probs: list[float], num_draws: int) -> list[list[int]]:
     """Group token ids so that every group's expected count is >= MIN_EXPECTED_COUNT:
@@ -53,7 +50,6 @@ def pooled_bins(probs: list[float], num_draws: int) -> list[list[int]]:
         else:
             groups[0] = groups[0] + small
     return groups
-
 
 def check_frequencies(counts: list[int], probs: list[float], prop: str, *, input: Any) -> None:
     """Chi-square goodness of fit of `counts` (per token id) against `probs`."""
@@ -78,28 +74,8 @@ def check_frequencies(counts: list[int], probs: list[float], prop: str, *, input
            note=f"chi-square = {statistic:.1f} with {len(groups) - 1} degrees of freedom, "
                 f"p-value {tail:.2g} < {ALPHA_PER_TEST:g} (false-alarm rate per run < 1e-6)")
 
-
-class _TorchCallCounter(TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.count = 0
-
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        self.count += 1
-        return func(*args, **(kwargs or {}))
-
-
-def count_torch_calls(fn: Any) -> int:
-    """Number of torch functions and tensor methods fn() calls: exact, immune to machine
-    noise, and (unlike a dispatch mode) cheap: it does not import torch._dynamo."""
-    with torch.no_grad(), _TorchCallCounter() as counter:
-        fn()
-    return counter.count
-
-
 def kept_mask(out: torch.Tensor) -> torch.Tensor:
     return out != NEG_INF
-
 
 def check_filter_output(logits: torch.Tensor, out: Any, inp: dict) -> torch.Tensor:
     """Shape, dtype, kept values unchanged and in place, removed ones -inf. Returns the mask."""
@@ -115,7 +91,6 @@ def check_filter_output(logits: torch.Tensor, out: Any, inp: dict) -> torch.Tens
            input=inp, expected="each entry equal to its logit, or -inf", got=out)
     return keep
 
-
 def top_k_set(row: torch.Tensor, top_k: int, min_tokens_to_keep: int) -> torch.Tensor:
     """Mask of the tokens top-k keeps in one (V,) row (ties with the k-th value included)."""
     if top_k <= 0:
@@ -123,12 +98,10 @@ def top_k_set(row: torch.Tensor, top_k: int, min_tokens_to_keep: int) -> torch.T
     k = min(max(top_k, min_tokens_to_keep), row.numel())
     return row >= row.sort(descending=True).values[k - 1]
 
-
 def nucleus_mass(row: torch.Tensor, allowed: torch.Tensor, keep: torch.Tensor) -> tuple[float, torch.Tensor]:
     """(mass of `keep` under the softmax over `allowed`, the probabilities) in float64."""
     probs = row.double().masked_fill(~allowed, NEG_INF).softmax(-1)
     return float(probs[keep].sum()), probs
-
 
 def filter_case(draw: Any, *, distinct: bool = False, max_vocab: int = 6, spread: int = 3) -> dict:
     """A small batch of logits and filter settings."""
@@ -144,12 +117,10 @@ def filter_case(draw: Any, *, distinct: bool = False, max_vocab: int = 6, spread
         logits = torch.tensor(values, dtype=torch.float32).reshape(batch, vocab)
     return {"logits": logits}
 
-
 def run_filter(solution: Any, logits: torch.Tensor, **kwargs: Any) -> tuple[torch.Tensor, dict]:
     inp = {"logits": logits.clone(), **kwargs}
     out = call(solution.top_k_top_p_filter, logits.clone(), what="top_k_top_p_filter", **kwargs)
     return out, inp
-
 
 def near_boundary(logits: torch.Tensor, top_k: int, top_p: float, mtk: int) -> bool:
     """Whether some cumulative probability (after top-k) is within 1e-4 of top_p: rounding
@@ -161,13 +132,11 @@ def near_boundary(logits: torch.Tensor, top_k: int, top_p: float, mtk: int) -> b
             return True
     return False
 
-
 settings_fast = settings(max_examples=15)
 top_p_values = st.sampled_from([1e-9, 0.05, 0.3, 0.5, 0.6, 0.75, 0.9, 0.99, 1.0]) | st.floats(0.01, 1.0)
 top_k_values = st.integers(-2, 7)
 
 # ============================================================================ level 1: filter
-
 
 @kata_test(level=1, category="correctness", weight=2,
            description="top_k_top_p_filter agrees with the reference (HF top-k then top-p)")
@@ -181,7 +150,6 @@ def test_filter_matches_reference(solution, reference, data, top_k, top_p, mtk):
     expected = reference.top_k_top_p_filter(logits, top_k, top_p, mtk)
     expect(torch.equal(kept_mask(out), kept_mask(expected)), "the same tokens are kept",
            input=inp, expected=expected, got=out)
-
 
 @kata_test(level=1, category="correctness",
            description="top-k keeps every token whose logit is >= the k-th largest (ties kept)")
@@ -199,7 +167,6 @@ def test_top_k_keeps_every_token_at_least_kth_value(solution, data, top_k, mtk):
                "logit (k raised to min_tokens_to_keep)", input=inp,
                expected=logits.masked_fill(~expected, NEG_INF), got=out)
 
-
 @kata_test(level=1, category="correctness",
            description="top-p keeps the token that crosses top_p: kept mass >= top_p")
 @settings_fast
@@ -210,7 +177,6 @@ def test_top_p_keeps_the_crossing_token(solution, data, top_k, top_p):
     for logits, k, p in ((fixed, 0, 0.6), (filter_case(data.draw)["logits"], top_k, top_p)):
         check_crossing_token_kept(solution, logits, k, p)
 
-
 def check_crossing_token_kept(solution: Any, logits: torch.Tensor, top_k: int, top_p: float) -> None:
     out, inp = run_filter(solution, logits, top_k=top_k, top_p=top_p)
     keep = check_filter_output(logits, out, inp)
@@ -219,7 +185,6 @@ def check_crossing_token_kept(solution: Any, logits: torch.Tensor, top_k: int, t
         expect(mass >= top_p - 1e-5, "the kept tokens carry at least top_p of the probability "
                "(after top-k)", input=inp, expected=f"kept mass >= {top_p:.6g}",
                got=f"kept mass {mass:.6g} in {out}")
-
 
 @kata_test(level=1, category="correctness",
            description="the top-p set is minimal: dropping its least likely token falls below top_p")
@@ -241,7 +206,6 @@ def test_top_p_set_is_minimal(solution, data, top_k, top_p, mtk):
                got=f"{out}: mass {mass:.6g}, still {mass - smallest:.6g} without the least "
                    f"likely kept token")
 
-
 @kata_test(level=1, category="correctness",
            description="the top-p set is a prefix of the tokens sorted by probability")
 @settings_fast
@@ -260,7 +224,6 @@ def test_top_p_set_is_a_prefix_by_probability(solution, data, top_k, top_p, mtk)
             expect(not bool(missing.any()), "a token more likely than a kept one is kept too",
                    input=inp, got=out)
 
-
 @kata_test(level=1, category="edge cases", weight=1.5,
            description="exact top-p boundaries: probs .5/.25/.25 at p=.5 keep one token")
 def test_top_p_exact_boundary(solution):
@@ -277,7 +240,6 @@ def test_top_p_exact_boundary(solution):
                "exactly is kept, and nothing more", input=inp,
                expected=f"kept {expected}", got=f"kept {keep[0].tolist()}")
 
-
 @kata_test(level=1, category="correctness",
            description="top-p is computed on the distribution left after top-k")
 def test_top_p_applied_after_top_k(solution):
@@ -288,7 +250,6 @@ def test_top_p_applied_after_top_k(solution):
     expected = [[True, False, False, False], [False, False, False, True]]
     expect(keep.tolist() == expected, "top-p renormalizes over the top-k survivors", input=inp,
            expected=f"kept {expected}", got=f"kept {keep.tolist()}")
-
 
 @kata_test(level=1, category="edge cases",
            description="at least min_tokens_to_keep tokens survive, even for a tiny top_p")
@@ -304,7 +265,6 @@ def test_at_least_min_tokens_to_keep_survive(solution, data, top_k, top_p, mtk):
            "tokens", input=inp, expected=f">= {want} kept per row",
            got=f"{keep.sum(-1).tolist()} kept: {out}")
 
-
 @kata_test(level=1, category="correctness", description="the top-p set only grows with top_p")
 @settings_fast
 @given(data=st.data(), top_k=top_k_values, p1=st.floats(0.01, 1.0), p2=st.floats(0.01, 1.0))
@@ -317,7 +277,6 @@ def test_top_p_set_grows_with_p(solution, data, top_k, p1, p2):
     grown = kept_mask(out_high) | ~kept_mask(out_low)
     expect(bool(grown.all()), "a token kept at some top_p is kept at every larger top_p",
            input=inp, expected=f"at top_p={high:.6g}, a superset of {out_low}", got=out_high)
-
 
 @kata_test(level=1, category="correctness",
            description="permuting the vocabulary permutes the result the same way")
@@ -332,7 +291,6 @@ def test_filter_is_permutation_equivariant(solution, data, top_k, top_p):
     inp["permutation"] = perm.tolist()
     expect(torch.equal(out_perm, out[:, perm]), "filter(logits[:, perm]) == filter(logits)[:, perm]",
            input=inp, expected=out[:, perm], got=out_perm)
-
 
 @kata_test(level=1, category="api contract",
            description="the filter returns a new tensor, leaves logits untouched, keeps the dtype")
@@ -350,7 +308,6 @@ def test_filter_returns_new_tensor_and_keeps_input(solution, data, top_k, top_p,
     expect(out.data_ptr() != logits.data_ptr(), "the result is a new tensor, not the input",
            input=inp)
 
-
 @kata_test(level=1, category="edge cases",
            description="top_k <= 0 or >= V and top_p = 1 keep every token")
 @settings(max_examples=10)
@@ -362,7 +319,6 @@ def test_disabled_filters_keep_everything(solution, data, k_choice):
     out, inp = run_filter(solution, logits, top_k=top_k, top_p=1.0)
     check_filter_output(logits, out, inp)
     expect(torch.equal(out, logits), "nothing is filtered", input=inp, expected=logits, got=out)
-
 
 @kata_test(level=1, category="api contract",
            description="ValueError for top_p outside (0, 1] or min_tokens_to_keep < 1")
@@ -376,21 +332,18 @@ def test_filter_rejects_bad_arguments(solution):
         raise PropertyFailure("invalid arguments raise ValueError", input={"logits": logits, **kwargs},
                               expected="ValueError", got="no exception")
 
-
 @kata_test(level=1, category="efficiency", weight=0.5,
            description="the filter is vectorized: no Python loop over the rows of the batch")
 def test_filter_has_no_python_loop_over_rows(solution):
     gen = torch.Generator().manual_seed(0)
     def ops(batch: int) -> int:
         logits = torch.randn(batch, 16, generator=gen)
-        return count_torch_calls(lambda: solution.top_k_top_p_filter(logits, 5, 0.8))
+        return count_ops(lambda: solution.top_k_top_p_filter(logits, 5, 0.8))
     small, large = ops(1), ops(64)
     expect(large <= 2 * small + 16, "the number of tensor operations does not grow with the batch",
            expected=f"about {small} operations for 64 rows", got=f"{small} for 1 row, {large} for 64")
 
-
 # ============================================================================ level 1: sample
-
 
 @kata_test(level=1, category="correctness",
            description="temperature 0 is greedy: argmax, the lowest id on ties")
@@ -403,7 +356,6 @@ def test_temperature_zero_is_argmax(solution, data):
     expect(isinstance(got, torch.Tensor) and got.dtype == torch.int64 and torch.equal(got, expected),
            "greedy picks the first maximum of each row (int64, shape (B,))",
            input={"logits": logits, "temperature": 0.0}, expected=expected, got=got)
-
 
 @kata_test(level=1, category="api contract",
            description="sample returns (B,) int64 ids that survive the filter, reproducibly")
@@ -428,7 +380,6 @@ def test_sample_never_picks_a_filtered_token(solution, reference, data, top_k, t
     expect(torch.equal(got, again), "the same generator seed gives the same samples", input=inp,
            expected=got, got=again)
 
-
 @kata_test(level=1, category="api contract",
            description="sample draws from the generator it is given (same seed, same samples)")
 def test_sample_uses_the_generator(solution):
@@ -442,9 +393,7 @@ def test_sample_uses_the_generator(solution):
            and torch.equal(first, second), "two calls with equally seeded generators give the "
            "same samples, whatever torch's global seed", input=inp, expected=first, got=second)
 
-
 SAMPLE_DRAWS = 20000
-
 
 def _sample_counts(solution: Any, logits: list[float], seed: int, **kwargs: Any) -> tuple[list[int], dict]:
     row = torch.tensor([logits], dtype=torch.float32)
@@ -457,11 +406,9 @@ def _sample_counts(solution: Any, logits: list[float], seed: int, **kwargs: Any)
            got=got)
     return torch.bincount(got.long(), minlength=len(logits)).tolist(), inp
 
-
 def _filtered_probs(reference: Any, logits: list[float], temperature: float, top_k: int, top_p: float) -> list[float]:
     row = torch.tensor([logits], dtype=torch.float32) / temperature
     return reference.top_k_top_p_filter(row, top_k, top_p).double().softmax(-1)[0].tolist()
-
 
 @kata_test(level=1, category="correctness", weight=2,
            description="sample frequencies match the filtered distribution (chi-square, 20000 draws)")
@@ -474,7 +421,6 @@ def test_sample_frequencies_match_filtered_distribution(solution, reference):
         check_frequencies(counts, _filtered_probs(reference, logits, temperature, top_k, top_p),
                           "sampling frequencies match softmax of the filtered logits", input=inp)
 
-
 @kata_test(level=1, category="correctness", weight=1.5,
            description="temperature divides the logits before the softmax (chi-square)")
 def test_temperature_scales_logits_before_softmax(solution, reference):
@@ -483,7 +429,6 @@ def test_temperature_scales_logits_before_softmax(solution, reference):
         counts, inp = _sample_counts(solution, logits, seed, temperature=temperature)
         check_frequencies(counts, _filtered_probs(reference, logits, temperature, 0, 1.0),
                           "sampling frequencies match softmax(logits / temperature)", input=inp)
-
 
 @kata_test(level=1, category="correctness",
            description="top-k/top-p filter the tempered logits (logits / temperature)")
@@ -499,7 +444,6 @@ def test_filter_applies_to_tempered_logits(solution):
            expected="token 0 in every row", got=f"token counts {torch.bincount(got.long(), minlength=3).tolist()}"
            if isinstance(got, torch.Tensor) else got)
 
-
 @kata_test(level=1, category="api contract", description="sample raises ValueError for temperature < 0")
 def test_sample_rejects_negative_temperature(solution):
     logits = torch.tensor([[1.0, 0.0]])
@@ -510,12 +454,9 @@ def test_sample_rejects_negative_temperature(solution):
     raise PropertyFailure("temperature < 0 raises ValueError", input={"logits": logits, "temperature": -0.5},
                           expected="ValueError", got="no exception")
 
-
 # ============================================================================ level 2: beam search
 
-
 DEFAULT_TABLE_ROW = [0.4, 0.3, 0.2, 0.1]  # next-token probabilities for prefixes not in a table
-
 
 class TinyModel:
     """A step_fn whose next-token log-probs are a pseudo-random function of the whole sequence
@@ -559,7 +500,6 @@ class TinyModel:
                     for i, tok in enumerate(generated))
         return total / len(generated) ** length_penalty
 
-
 @st.composite
 def beam_cases(draw: Any, *, max_vocab: int = 4, max_steps: int = 4) -> dict:
     vocab = draw(st.integers(2, max_vocab))
@@ -570,11 +510,9 @@ def beam_cases(draw: Any, *, max_vocab: int = 4, max_steps: int = 4) -> dict:
             "length_penalty": draw(st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0])),
             "seed": draw(st.integers(0, 2**16)), "eos_bias": draw(st.sampled_from([-1.0, 0.0, 1.5]))}
 
-
 def make_model(case: dict) -> TinyModel:
     return TinyModel(case["vocab_size"], case["seed"], eos_token_id=case["eos_token_id"],
                      eos_bias=case.get("eos_bias", 0.0), prompt=case["prompt"])
-
 
 def run_beam(solution: Any, model: TinyModel, case: dict) -> list:
     prompt = list(case["prompt"])
@@ -587,7 +525,6 @@ def run_beam(solution: Any, model: TinyModel, case: dict) -> list:
            input=case_input(case), got=got)
     return got
 
-
 def case_input(case: dict) -> dict:
     shown = {k: v for k, v in case.items() if k not in ("seed", "eos_bias", "table")}
     if "table" in case:
@@ -596,16 +533,13 @@ def case_input(case: dict) -> dict:
         shown["model"] = f"TinyModel(seed={case['seed']}, eos_bias={case.get('eos_bias', 0.0)})"
     return shown
 
-
 def same_hypotheses(got: list, expected: list) -> bool:
     if [tokens for tokens, _ in got] != [tokens for tokens, _ in expected]:
         return False
     return all(math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) for (_, a), (_, b) in zip(got, expected))
 
-
 def shown_hypotheses(hyps: list) -> list:
     return [(tokens, round(score, 6)) for tokens, score in hyps]
-
 
 @kata_test(level=2, category="correctness", weight=2,
            description="beam_search agrees with the reference on small random models")
@@ -618,7 +552,6 @@ def test_beam_matches_reference(solution, reference, case):
     expect(same_hypotheses(got, expected), "the same hypotheses and scores, best first",
            input=case_input(case), expected=shown_hypotheses(expected), got=shown_hypotheses(got))
 
-
 def all_sequences(vocab: int, eos: int, max_new_tokens: int) -> list[list[int]]:
     """Every sequence beam search could return: ends with EOS, or has max_new_tokens tokens."""
     done: list[list[int]] = []
@@ -629,7 +562,6 @@ def all_sequences(vocab: int, eos: int, max_new_tokens: int) -> list[list[int]]:
             seq = prefix + [token]
             (done if token == eos or len(seq) == max_new_tokens else frontier).append(seq)
     return done
-
 
 @kata_test(level=2, category="correctness", weight=1.5,
            description="with num_beams >= the number of sequences, beam search is exhaustive")
@@ -651,7 +583,6 @@ def test_beam_is_exhaustive_with_enough_beams(solution, case, extra):
                "each score is sum of log-probs / generated length ** length_penalty",
                input=case_input(case), expected=(tokens, want[tuple(tokens)]), got=(tokens, score))
 
-
 @kata_test(level=2, category="correctness",
            description="num_beams = 1 with length_penalty <= 0 is greedy decoding")
 @settings(max_examples=25)
@@ -668,7 +599,6 @@ def test_one_beam_is_greedy(solution, case, length_penalty):
     expected = [(tokens, model.sequence_score(tokens, length_penalty))]
     expect(same_hypotheses(got, expected), "one beam picks the most likely token at every step",
            input=case_input(case), expected=shown_hypotheses(expected), got=shown_hypotheses(got))
-
 
 @kata_test(level=2, category="correctness", weight=1.5,
            description="scores are descending and recomputable from step_fn (generated length only)")
@@ -692,7 +622,6 @@ def test_scores_recomputable_from_step_fn(solution, case, prompt, length_penalty
     expect(scores == sorted(scores, reverse=True), "hypotheses are returned best first",
            input=case_input(case), got=shown_hypotheses(got))
 
-
 @kata_test(level=2, category="correctness",
            description="every hypothesis ends with EOS or has max_new_tokens tokens; at most num_beams")
 @settings(max_examples=25)
@@ -710,11 +639,9 @@ def test_hypotheses_end_with_eos_or_max_length(solution, case):
     expect(len({tuple(t) for t, _ in got}) == len(got), "hypotheses are distinct",
            input=case_input(case), got=shown_hypotheses(got))
 
-
 def table_case(table: dict, **settings_: Any) -> dict:
     base = {"vocab_size": 4, "eos_token_id": 0, "prompt": [], "length_penalty": 0.0, "seed": 0}
     return {**base, **settings_, "table": table}
-
 
 def run_table_case(solution: Any, reference: Any, case: dict, prop: str) -> None:
     model = TinyModel(case["vocab_size"], 0, prompt=case["prompt"], table=case["table"])
@@ -725,9 +652,7 @@ def run_table_case(solution: Any, reference: Any, case: dict, prop: str) -> None
     expect(same_hypotheses(got, expected), prop, input=case_input(case),
            expected=shown_hypotheses(expected), got=shown_hypotheses(got))
 
-
 UNIFORM = [0.25, 0.25, 0.25, 0.25]
-
 
 @kata_test(level=2, category="edge cases", weight=1.5,
            description="an EOS candidate ranked exactly num_beams is not a hypothesis; at num_beams - 1 it is")
@@ -741,7 +666,6 @@ def test_eos_counts_only_below_rank_num_beams(solution, reference):
     run_table_case(solution, reference, table_case(table, num_beams=3, max_new_tokens=3),
                    "an EOS candidate at rank num_beams - 1 becomes a hypothesis")
 
-
 @kata_test(level=2, category="correctness",
            description="search continues while a live beam can still beat the worst finished one")
 def test_keeps_searching_while_a_live_beam_can_win(solution, reference):
@@ -752,7 +676,6 @@ def test_keeps_searching_while_a_live_beam_can_win(solution, reference):
     run_table_case(solution, reference,
                    table_case(table, num_beams=1, max_new_tokens=3, length_penalty=1.0),
                    "a full set does not stop the search while a live beam can still beat it")
-
 
 @kata_test(level=2, category="correctness",
            description="equal sums are ranked by lower beam index, then lower token id")
@@ -767,7 +690,6 @@ def test_ties_broken_by_beam_then_token(solution, reference):
     run_table_case(solution, reference, table_case(table, num_beams=2, max_new_tokens=2),
                    "among equal sums the lower beam index wins")
 
-
 @kata_test(level=2, category="edge cases",
            description="a hypothesis that only ties the worst of a full set does not replace it")
 def test_equal_score_does_not_replace_worst(solution, reference):
@@ -779,7 +701,6 @@ def test_equal_score_does_not_replace_worst(solution, reference):
                        table_case(table, vocab_size=2, num_beams=1, max_new_tokens=1,
                                   length_penalty=length_penalty),
                        "an offered hypothesis equal to the worst of a full set is dropped")
-
 
 @kata_test(level=2, category="api contract",
            description="step_fn gets a LongTensor (N, T) of prompt + tokens generated so far")
@@ -800,7 +721,6 @@ def test_step_fn_sees_prompt_plus_generated(solution, case):
     expect(max(lengths) <= case["max_new_tokens"] - 1, "step_fn is never asked beyond "
            "max_new_tokens", input=case_input(case), got=f"generated lengths passed: {lengths}")
 
-
 @kata_test(level=2, category="api contract",
            description="ValueError for num_beams < 1 or max_new_tokens < 1")
 def test_beam_rejects_bad_arguments(solution):
@@ -814,9 +734,7 @@ def test_beam_rejects_bad_arguments(solution):
                               input={"num_beams": num_beams, "max_new_tokens": max_new_tokens},
                               expected="ValueError", got="no exception")
 
-
 # ============================================================================ level 3: speculative
-
 
 @st.composite
 def spec_cases(draw: Any, *, equal: bool = False) -> dict:
@@ -834,7 +752,6 @@ def spec_cases(draw: Any, *, equal: bool = False) -> dict:
     return {"draft_tokens": draft_tokens, "draft_probs": draft.float(), "target_probs": target.float(),
             "seed": draw(st.integers(0, 2**16))}
 
-
 def run_verify(solution: Any, case: dict, seed: int | None = None) -> list:
     args = [case["draft_tokens"].clone(), case["draft_probs"].clone(), case["target_probs"].clone()]
     gen = torch.Generator().manual_seed(case["seed"] if seed is None else seed)
@@ -845,7 +762,6 @@ def run_verify(solution: Any, case: dict, seed: int | None = None) -> list:
     expect(ok, f"speculative_verify returns a list of 1 to K + 1 = {num_draft + 1} int token ids",
            input=case, got=got)
     return got
-
 
 @kata_test(level=3, category="correctness",
            description="a draft equal to the target is always accepted, plus a bonus token")
@@ -858,7 +774,6 @@ def test_draft_equal_to_target_accepts_all_plus_bonus(solution, case):
            "a bonus token follows", input=case, expected=f"{draft} + [bonus]", got=got)
     expect(float(case["target_probs"][-1, got[-1]]) > 0, "the bonus token is drawn from "
            "target_probs[K]", input=case, got=got)
-
 
 @kata_test(level=3, category="correctness",
            description="the accepted prefix matches the draft; a rejection is replaced from the residual")
@@ -883,7 +798,6 @@ def test_rejection_replaced_from_residual(solution, case):
         expect(float(p[i, last]) > 0, "the bonus token is drawn from target_probs[K]",
                input=case, got=got)
 
-
 @kata_test(level=3, category="edge cases",
            description="draft tokens the target gives probability 0 are always rejected")
 @settings(max_examples=10)
@@ -898,7 +812,6 @@ def test_zero_target_probability_is_rejected(solution, case, seed):
     expect(got[0] != first and len(got) == 1, "a token with p_target = 0 is rejected and replaced",
            input=case, expected=f"one token, not {first}", got=got)
 
-
 @kata_test(level=3, category="api contract",
            description="speculative_verify is reproducible with a seeded generator")
 @settings(max_examples=5)
@@ -908,7 +821,6 @@ def test_verify_is_reproducible_with_a_generator(solution, case):
     expect(first == second, "the same generator seed gives the same result", input=case,
            expected=first, got=second)
 
-
 @kata_test(level=3, category="edge cases", weight=0.5,
            description="with no draft tokens (K = 0) one token is drawn from target_probs[0]")
 def test_no_draft_tokens_emits_one_target_token(solution):
@@ -916,7 +828,6 @@ def test_no_draft_tokens_emits_one_target_token(solution):
             "target_probs": torch.tensor([[0.0, 1.0, 0.0]]), "seed": 0}
     got = run_verify(solution, case)
     expect(got == [1], "the bonus token alone", input=case, expected=[1], got=got)
-
 
 SPEC_CALLS = 4000
 SPEC_CASES = {
@@ -927,7 +838,6 @@ SPEC_CASES = {
     "zero draft mass": ([[1.0, 0.0, 0.0]], [[1 / 3, 1 / 3, 1 / 3], [0.2, 0.3, 0.5]], 23),
 }
 _spec_runs: dict[tuple[int, str], list[list[int]]] = {}
-
 
 def spec_runs(solution: Any, name: str) -> tuple[list[list[int]], dict]:
     """SPEC_CALLS verifications of drafts drawn from the draft model (cached per solution)."""
@@ -947,14 +857,12 @@ def spec_runs(solution: Any, name: str) -> tuple[list[list[int]], dict]:
         _spec_runs[key] = runs
     return _spec_runs[key], inp
 
-
 def token_counts(tokens: list[int], vocab: int) -> list[int]:
     counts = [0] * vocab
     for token in tokens:
         expect(0 <= token < vocab, "emitted ids are in [0, V)", got=token)
         counts[token] += 1
     return counts
-
 
 @kata_test(level=3, category="correctness", weight=2,
            description="the first emitted token follows target_probs[0] (chi-square, 4000 calls)")
@@ -964,7 +872,6 @@ def test_first_token_follows_target_distribution(solution):
         counts = token_counts([r[0] for r in runs], len(SPEC_CASES[name][1][0]))
         check_frequencies(counts, SPEC_CASES[name][1][0], "the first emitted token is distributed "
                           "as target_probs[0]", input={**inp, "case": name})
-
 
 @kata_test(level=3, category="correctness", weight=1.5,
            description="later tokens (and the bonus) follow their target rows (chi-square)")
@@ -980,7 +887,6 @@ def test_later_tokens_follow_target_distribution(solution):
                               f"the token at position {position}, when emitted, is distributed "
                               f"as target_probs[{position}]",
                               input={**inp, "case": name, "position": position})
-
 
 @kata_test(level=3, category="correctness", weight=1.5,
            description="the number of emitted tokens matches the acceptance rates (chi-square)")
@@ -1001,7 +907,6 @@ def test_number_of_emitted_tokens_distribution(solution):
                           "before i) * (1 - acceptance rate i), acceptance rate = "
                           "sum(min(p_target, p_draft))", input={**inp, "case": name,
                           "counts are of": "1, 2, ..., K + 1 emitted tokens"})
-
 
 @kata_test(level=3, category="edge cases",
            description="tokens the draft never proposes are still reached through the residual")
