@@ -119,6 +119,7 @@ def test_the_whole_loop_candidate_then_coach(homework, tmp_path):
         assert sorted(zf.namelist()) == ["manifest.json", "solutions/paged_kv.py"]
     entry = manifest["katas"][0]
     assert manifest["candidate"] == "Ada" and entry["claimed"]["score"] == 100 and entry["claimed"]["seed"] == 11
+    assert entry["claimed"]["scorecard"]["kata"] == "paged-kv" and entry["session_started_at"] > 0
     assert entry["sha256"] == hashlib.sha256(REFERENCE.read_bytes()).hexdigest()
 
     report = tmp_path / "report.html"

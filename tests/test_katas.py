@@ -67,3 +67,14 @@ def test_walkthrough_runs_headless(kata, tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "# %% [markdown]" in kata.notebook_path.read_text()
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=IDS)
+def test_every_corpus_file_is_checked_by_the_katas_tests(kata):
+    corpus = sorted((REPO_ROOT / "tests" / "corpus" / kata.module).glob("*.py"))
+    assert len([p for p in corpus if p.name.startswith("buggy_")]) >= 10, "keep at least 10 realistic bugs"
+    assert len([p for p in corpus if p.name.startswith("correct_")]) >= 2, "keep correct alternatives too"
+    tests_source = (REPO_ROOT / "tests" / f"test_kata_{kata.module}.py").read_text()
+    unchecked = [p.name for p in corpus if p.name not in tests_source]
+    assert not unchecked, f"corpus files no test grades: {unchecked}"
+    assert {p.name.split("_")[0] for p in corpus} <= {"buggy", "correct"}

@@ -91,7 +91,8 @@ def _entry(store: Store, slug: str, module: str, session: Any) -> tuple[dict[str
         source = store.attempt_source(latest.id)
         card = latest.scorecard(store)
         claimed = {"score": card["score"], "passed": card["passed"], "seed": card["seed"],
-                   "levels": [{"level": lv["level"], "passed": lv["passed"]} for lv in card["levels"]]}
+                   "levels": [{"level": lv["level"], "passed": lv["passed"]} for lv in card["levels"]],
+                   "scorecard": card}
         graded_at, time_used = latest.graded_at, latest.time_used_s
     else:
         path = Path(session.solution_path)
