@@ -799,12 +799,13 @@ def test_forward_rejects_unknown_slots_and_wrong_length(solution, kind, num_adap
     slots = [int(layer.add_adapter(f"t{j}", torch.ones(1, 2), torch.ones(3, 1), 1.0))
              for j in range(num_adapters)]
     calls = [f"add_adapter('t{j}', ...) -> {s}" for j, s in enumerate(slots)]
+    victim = k % num_adapters  # any slot may be the freed one, not only the first
     if kind == "freed slot":
-        layer.remove_adapter("t0")
-        calls.append("remove_adapter('t0')")
+        layer.remove_adapter(f"t{victim}")
+        calls.append(f"remove_adapter('t{victim}')")
     x = torch.ones((3, 2) if tokens is None else (3, tokens, 2))
     ids = {"slot never returned": [slots[-1], max(slots) + 1 + k, -1],
-           "freed slot": [slots[0], -1, -1],
+           "freed slot": [slots[victim], -1, slots[(victim + 1) % num_adapters]],
            "id below -1": [slots[0], -2 - k, -1],
            "too few ids": [slots[0]] * (2 - min(k, 1)),
            "too many ids": [slots[0]] * (4 + k),
@@ -816,6 +817,32 @@ def test_forward_rejects_unknown_slots_and_wrong_length(solution, kind, num_adap
         return
     raise PropertyFailure(f"forward raises ValueError ({kind})", input=shown,
                           expected="ValueError", got="no exception")
+
+
+@kata_test(level=3, category="edge cases",
+           description="after a removal exactly the loaded slots are accepted, and -1 always is")
+def test_only_loaded_slots_are_accepted(solution):
+    # Found by mutation testing: a validity check reading the live flag of a neighbouring slot
+    # passed the random tests. Remove either of two adapters; the other must still work.
+    for removed in (0, 1):
+        layer = solution.MultiLoRALinear(nn.Linear(2, 3), 2)
+        slots = [int(layer.add_adapter(f"t{j}", torch.ones(1, 2), torch.ones(3, 1), 1.0)) for j in range(2)]
+        layer.remove_adapter(f"t{removed}")
+        calls = (f"add_adapter('t0', ...) -> {slots[0]}; add_adapter('t1', ...) -> {slots[1]}; "
+                 f"remove_adapter('t{removed}')")
+        kept_ids, freed_ids = [slots[1 - removed], -1], [slots[removed], -1]
+        try:
+            multi_forward(layer, torch.ones(2, 2), torch.tensor(kept_ids))
+        except ValueError as exc:
+            raise PropertyFailure("forward accepts a loaded slot and -1", input={"calls": calls, "adapter_ids": kept_ids},
+                                  expected="no error", got=f"ValueError: {exc}") from exc
+        try:
+            multi_forward(layer, torch.ones(2, 2), torch.tensor(freed_ids))
+        except ValueError:
+            continue
+        raise PropertyFailure("forward raises ValueError for a freed slot",
+                              input={"calls": calls, "adapter_ids": freed_ids}, expected="ValueError",
+                              got="no exception")
 
 
 @kata_test(level=3, category="correctness",

@@ -36,8 +36,10 @@ def list_katas(as_json: JsonOpt = False) -> None:
     for problem in cat.problems:
         output.err_console.print(f"[yellow]skipped a kata:[/] {escape(problem.message)}"
                                  + (f" ({escape(problem.hint)})" if problem.hint else ""))
-    if rows:
-        output.console.print(f"start one with [bold]kata start {rows[0]['slug']}[/]")
+    fresh = [r["slug"] for r in rows if r["best_score"] is None]
+    if fresh:
+        suggestion = "paged-kv" if "paged-kv" in fresh else fresh[0]
+        output.console.print(f"start one with [bold]kata start {suggestion}[/]")
 
 
 def register(app: typer.Typer) -> None:
