@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from grader.engine.loading import import_from_path
 from grader.errors import KataError
 
 BENCH_SLUGS = ("mha", "rope", "lora", "paged-kv", "scheduler", "sampling", "ppo")
@@ -44,17 +43,6 @@ class Case:
 # ----------------------------------------------------------------------------- loading
 
 
-def load_solution(path: Path, module_name: str) -> ModuleType:
-    """Import a candidate file from its path under the kata's module name (dataclasses need it)."""
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} is not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def _load_impls(module_name: str, solution_path: Path | None) -> dict[str, ModuleType | str]:
     """{"yours": module or why not, "reference": module or why not}."""
     impls: dict[str, ModuleType | str] = {}
@@ -62,7 +50,7 @@ def _load_impls(module_name: str, solution_path: Path | None) -> dict[str, Modul
         impls["yours"] = "no solution file given"
     else:
         try:
-            impls["yours"] = load_solution(Path(solution_path), module_name)
+            impls["yours"] = import_from_path(Path(solution_path), module_name)
         except BaseException as exc:  # noqa: BLE001 - a broken solution is a row, not a crash
             impls["yours"] = f"importing {solution_path} failed: {_short(exc)}"
     try:

@@ -15,12 +15,10 @@ crash of the child still leaves every finished result behind.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 import os
 import re
 import signal
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -28,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from grader.engine.loading import import_from_path
 from grader.protocol import PropertyFailure
 
 ENV_SOLUTION = "KATA_SOLUTION"
@@ -143,13 +142,7 @@ def _load_solution() -> dict[str, Any]:
     error = None
     module = None
     try:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise CandidateImportError(f"{path} is not a Python file")
-        module = importlib.util.module_from_spec(spec)
-        # Registered before exec so that dataclasses and pickling find the module.
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
+        module = import_from_path(path, module_name)
     except SyntaxError as exc:
         error = f"your file has a syntax error at line {exc.lineno}: {exc.msg}"
         if exc.text:
