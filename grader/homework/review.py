@@ -4,6 +4,7 @@ the bundle's claimed results."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -129,31 +130,27 @@ def _seed(entry: dict[str, Any]) -> int:
     return seed if isinstance(seed, int) and 0 <= seed < 2**32 else 0
 
 
-def _regrade(kata: Any, solution: Path, entry: dict[str, Any], tmp: Path) -> Scorecard:
-    # The claimed seed: the same file and seed give the same scorecard, so any difference
-    # from the claim is a tampered claim, not luck.
+def _regrade(kata: Any, solution: Path, entry: dict[str, Any], tmp: Path,
+             suite: Path | None = None) -> Scorecard:
+    """Grade under the review limits, in a fresh working folder, with the claimed seed: the
+    same file and seed give the same scorecard, so any difference from the claim is a
+    tampered claim, not luck. `suite` is a private suite (default: the hidden one)."""
     workdir = _fresh_dir(tmp / "work")
-    return grade(kata, solution, seed=_seed(entry), limits=review_limits(workdir),
+    return grade(kata, solution, seed=_seed(entry), suite=suite, limits=review_limits(workdir),
                  test_timeout_s=REVIEW_TEST_TIMEOUT_S, total_timeout_s=REVIEW_TOTAL_TIMEOUT_S,
                  workdir=workdir)
 
 
 def _regrade_private(kata: Any, solution: Path, suite: Any, entry: dict[str, Any], tmp: Path) -> Scorecard:
-    suites_dir = _fresh_dir(tmp / "private")
-    suite_path = suites_dir / (Path(suite.name).stem.replace("-", "_") + ".py")
+    suite_path = _fresh_dir(tmp / "private") / (Path(suite.name).stem.replace("-", "_") + ".py")
     suite_path.write_text(suite.source, encoding="utf-8")
-    workdir = _fresh_dir(tmp / "work")
     try:
-        return grade(kata, solution, seed=_seed(entry), suite=suite_path, limits=review_limits(workdir),
-                     test_timeout_s=REVIEW_TEST_TIMEOUT_S, total_timeout_s=REVIEW_TOTAL_TIMEOUT_S,
-                     workdir=workdir)
+        return _regrade(kata, solution, entry, tmp, suite=suite_path)
     except KataError as exc:
         raise KataError(f"the private suite {suite.name} is broken: {exc.message}", exc.hint) from exc
 
 
 def _fresh_dir(path: Path) -> Path:
-    import shutil
-
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     return path
