@@ -2,9 +2,9 @@
 
 A kata folder ``katas/<module>/`` holds README.md (the statement), kata.toml (metadata),
 stub.py (what ``kata start`` copies) and examples.py (the visible examples, a pytest file
-run by ``kata check``). Its reference is ``reference/<module>.py`` and its hidden suite
-``grader/suites/<module>.py``. A malformed folder is reported with the file and the field,
-and never hides the other katas.
+run by ``kata check``). Its reference is ``reference/<module>.py`` and its hidden suite the
+package ``grader/suites/<module>/`` (or one module ``grader/suites/<module>.py``). A
+malformed folder is reported with the file and the field, and never hides the other katas.
 """
 
 from __future__ import annotations
@@ -71,6 +71,12 @@ class Kata:
 
     @property
     def suite_path(self) -> Path:
+        """The hidden suite: a package ``grader/suites/<module>/`` (one ``test_level<N>.py``
+        per level, plus its strategies and lockstep machines), or a single module
+        ``grader/suites/<module>.py``."""
+        package = SUITES_DIR / self.module
+        if (package / "__init__.py").is_file():
+            return package
         return SUITES_DIR / f"{self.module}.py"
 
     @property
@@ -146,7 +152,7 @@ def load_kata(folder: Path) -> Kata:
                 difficulty=difficulty, tags=tuple(get.items("tags", str)), summary=get.text("summary"),
                 levels=levels, followups=tuple(get.items("followups", str)), folder=folder)
     for path, what in ((kata.reference_path, "reference"), (kata.suite_path, "hidden suite")):
-        if not path.is_file():
+        if not path.exists():
             raise CatalogError(f"{where}: the {what} {path.relative_to(REPO_ROOT)} is missing")
     return kata
 

@@ -45,15 +45,16 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
           on_event: Callable[[str, dict[str, Any]], None] | None = None,
           limits: ResourceLimits | None = None, test_timeout_s: float | None = None,
           total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, workdir: Path | None = None,
-          **extra: Any) -> Scorecard:
+          levels: set[int] | None = None, **extra: Any) -> Scorecard:
     """Grade `path` with the kata's hidden suite (or `suite`): a Scorecard, never an
-    exception for anything the candidate's code does."""
+    exception for anything the candidate's code does. `levels` runs only those levels'
+    tests (a mock interview's revealed levels; a corpus check up to a bug's level)."""
     source = read_solution(path)
     seed = new_seed() if seed is None else seed
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
     outcome = run_suite(suite or kata.suite_path, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
-                        on_event=on_event, limits=limits, workdir=workdir)
+                        on_event=on_event, limits=limits, workdir=workdir, levels=levels)
     return build_scorecard(
         outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
         solution_sha256=hashlib.sha256(source.encode()).hexdigest(),

@@ -1,8 +1,28 @@
 """Helpers for the project's tests: grade a file with a kata's hidden suite and ask which
-properties rejected it."""
+properties rejected it, and read each kata's corpus manifest.
+
+The corpus of a kata lives in ``tests/corpus/<module>/`` with a manifest ``corpus.toml``::
+
+    [[buggy]]
+    file = "buggy_block_count_floor_plus_one.py"
+    level = 1                                   # the lowest level whose rules the bug breaks
+    rejected_by = ["test_block_count_is_ceil_of_tokens"]   # tests of that level; any may fail
+    why = "ceil(n / block_size) written as n // block_size + 1"
+
+    [[correct]]
+    file = "correct_lifo_free_stack.py"
+    why = "hands out the most recently freed block first"
+
+A buggy file is *rejected at its level* when, graded with the tests of levels 1..level only,
+the lowest failing level is `level` and one of `rejected_by` fails. A correct file scores 100
+on the whole suite. The project's tests check both under two seeds;
+``scripts/corpus_sweep.py --seeds N`` checks them under N.
+"""
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -10,9 +30,15 @@ from grader.catalog import REPO_ROOT, Kata, load_catalog
 from grader.engine.report import Scorecard
 from grader.grading import grade
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 TESTS_DIR = Path(__file__).resolve().parent
 CORPUS_DIR = TESTS_DIR / "corpus"
 SEED = 20261129
+SEEDS = (SEED, 7)  # every corpus verdict must hold under both
 
 
 @lru_cache(maxsize=None)
@@ -20,8 +46,9 @@ def kata(slug: str) -> Kata:
     return load_catalog().get(slug)
 
 
-def grade_file(slug: str, path: Path | str, seed: int = SEED) -> Scorecard:
-    return grade(kata(slug), Path(path), seed=seed)
+def grade_file(slug: str, path: Path | str, seed: int = SEED,
+               levels: frozenset[int] | None = None) -> Scorecard:
+    return grade(kata(slug), Path(path), seed=seed, levels=set(levels) if levels else None)
 
 
 def corpus_file(slug: str, name: str) -> Path:
@@ -31,6 +58,86 @@ def corpus_file(slug: str, name: str) -> Path:
 def failed_tests(card: Scorecard) -> dict[str, str]:
     """name -> message of every failed test."""
     return {t.name: t.message for t in card.tests if not t.passed}
+
+
+# ------------------------------------------------------------------------ corpus manifest
+
+
+@dataclass(frozen=True)
+class BuggyEntry:
+    file: str
+    level: int
+    rejected_by: tuple[str, ...]
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class CorpusManifest:
+    buggy: tuple[BuggyEntry, ...]
+    correct: tuple[str, ...]
+
+
+def manifest_path(slug: str) -> Path:
+    return CORPUS_DIR / kata(slug).module / "corpus.toml"
+
+
+@lru_cache(maxsize=None)
+def corpus_manifest(slug: str) -> CorpusManifest:
+    """The kata's corpus.toml, checked for shape (not for what the suite does)."""
+    path = manifest_path(slug)
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    buggy = []
+    for i, raw in enumerate(data.get("buggy", [])):
+        rejected = raw.get("rejected_by")
+        if isinstance(rejected, str):
+            rejected = [rejected]
+        if not (isinstance(raw.get("file"), str) and isinstance(raw.get("level"), int)
+                and isinstance(rejected, list) and rejected):
+            raise ValueError(f"{path}: buggy[{i}] needs file, level and rejected_by")
+        buggy.append(BuggyEntry(file=raw["file"], level=raw["level"],
+                                rejected_by=tuple(rejected), why=raw.get("why", "")))
+    correct = tuple(raw["file"] for raw in data.get("correct", []))
+    return CorpusManifest(buggy=tuple(buggy), correct=correct)
+
+
+def buggy_params(slug: str) -> list:
+    """pytest params (entry, seed) for every buggy file under every seed in SEEDS."""
+    import pytest
+
+    return [pytest.param(entry, seed, id=f"{entry.file[:-3]}-seed{seed}")
+            for entry in corpus_manifest(slug).buggy for seed in SEEDS]
+
+
+def correct_params(slug: str) -> list:
+    import pytest
+
+    return [pytest.param(name, seed, id=f"{name[:-3]}-seed{seed}")
+            for name in corpus_manifest(slug).correct for seed in SEEDS]
+
+
+def rejection_problem(slug: str, entry: BuggyEntry, card: Scorecard) -> str | None:
+    """Why `card` (graded with levels 1..entry.level) does not reject the bug at its level;
+    None when it does."""
+    failed = [t for t in card.tests if not t.passed]
+    if not failed:
+        return f"{entry.file} scored 100 (levels 1-{entry.level}); expected {list(entry.rejected_by)} to fail"
+    lowest = min(t.level for t in failed)
+    names = {t.name: t.level for t in failed}
+    if lowest != entry.level:
+        return (f"{entry.file} is declared a level-{entry.level} bug but failed at level {lowest}: "
+                f"{sorted(n for n, lv in names.items() if lv == lowest)}")
+    if not set(entry.rejected_by) & set(names):
+        return (f"{entry.file} should be rejected by one of {list(entry.rejected_by)}; "
+                f"failed tests were {sorted(names)}")
+    return None
+
+
+def assert_rejected_at_level(slug: str, entry: BuggyEntry, seed: int = SEED) -> Scorecard:
+    card = grade_file(slug, corpus_file(slug, entry.file), seed=seed,
+                      levels=frozenset(range(1, entry.level + 1)))
+    problem = rejection_problem(slug, entry, card)
+    assert problem is None, problem
+    return card
 
 
 def assert_rejected_by(slug: str, name: str, expected_test: str, seed: int = SEED) -> Scorecard:
@@ -45,9 +152,11 @@ def assert_rejected_by(slug: str, name: str, expected_test: str, seed: int = SEE
 
 def assert_scores_full(slug: str, name: str, seed: int = SEED) -> Scorecard:
     card = grade_file(slug, corpus_file(slug, name), seed=seed)
-    assert card.passed and card.score == 100, f"{name} should score 100: {failed_tests(card)}"
+    assert card.passed and card.score == 100, f"{name} should score 100 (seed {seed}): {failed_tests(card)}"
     return card
 
 
-__all__ = ["REPO_ROOT", "SEED", "assert_rejected_by", "assert_scores_full", "corpus_file",
-           "failed_tests", "grade_file", "kata"]
+__all__ = ["REPO_ROOT", "SEED", "SEEDS", "BuggyEntry", "CorpusManifest", "assert_rejected_at_level",
+           "assert_rejected_by", "assert_scores_full", "buggy_params", "correct_params",
+           "corpus_file", "corpus_manifest", "failed_tests", "grade_file", "kata",
+           "manifest_path", "rejection_problem"]

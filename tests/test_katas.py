@@ -12,7 +12,8 @@ import pytest
 
 from grader.catalog import load_catalog
 from grader.grading import check
-from tests.kata_testing import REPO_ROOT, SEED, failed_tests, grade_file
+from tests.kata_testing import (REPO_ROOT, SEED, corpus_manifest, failed_tests, grade_file,
+                                manifest_path)
 
 KATAS = sorted(load_catalog().katas.values(), key=lambda k: k.slug)
 IDS = [k.slug for k in KATAS]
@@ -23,6 +24,38 @@ def test_reference_scores_100(kata):
     card = grade_file(kata.slug, kata.reference_path, seed=SEED)
     assert card.score == 100 and card.passed, failed_tests(card)
     assert {lv.level for lv in card.levels} == {lv.level for lv in kata.levels}
+    if manifest_path(kata.slug).is_file():
+        _check_manifest_names_real_tests(kata, {t.name: t.level for t in card.tests})
+    if kata.suite_path.is_dir():
+        _check_rule_maps(kata, {t.name: t.level for t in card.tests})
+
+
+def _check_manifest_names_real_tests(kata, levels_by_test):
+    """Every test a corpus entry names exists in the suite, at the entry's level."""
+    for entry in corpus_manifest(kata.slug).buggy:
+        for name in entry.rejected_by:
+            assert name in levels_by_test, f"corpus.toml: {entry.file} names {name}, which the suite lacks"
+            assert levels_by_test[name] == entry.level, (
+                f"corpus.toml: {entry.file} is a level-{entry.level} bug, but {name} is a "
+                f"level-{levels_by_test[name]} test")
+
+
+def _check_rule_maps(kata, levels_by_test):
+    """A package suite has test_level<N>.py per level, each with a RULES map (statement rule
+    -> the test(s) that decide it) naming real tests of that level."""
+    for level in kata.levels:
+        path = kata.suite_path / f"test_level{level.level}.py"
+        assert path.is_file(), f"{path} is missing"
+        tree = ast.parse(path.read_text())
+        rules = next((node.value for node in tree.body if isinstance(node, ast.Assign)
+                      and any(isinstance(t, ast.Name) and t.id == "RULES" for t in node.targets)), None)
+        assert rules is not None, f"{path} defines no RULES map"
+        mapping = ast.literal_eval(rules)
+        assert isinstance(mapping, dict) and len(mapping) >= 3, f"{path}: RULES must map rules to tests"
+        for rule, tests in mapping.items():
+            for name in ([tests] if isinstance(tests, str) else tests):
+                assert levels_by_test.get(name) == level.level, (
+                    f"{path}: RULES[{rule!r}] names {name}, not a level-{level.level} test of the suite")
 
 
 @pytest.mark.parametrize("kata", KATAS, ids=IDS)
@@ -74,6 +107,20 @@ def test_every_corpus_file_is_checked_by_the_katas_tests(kata):
     corpus = sorted((REPO_ROOT / "tests" / "corpus" / kata.module).glob("*.py"))
     assert len([p for p in corpus if p.name.startswith("buggy_")]) >= 10, "keep at least 10 realistic bugs"
     assert len([p for p in corpus if p.name.startswith("correct_")]) >= 2, "keep correct alternatives too"
+    assert {p.name.split("_")[0] for p in corpus} <= {"buggy", "correct"}
+    if manifest_path(kata.slug).is_file():
+        manifest = corpus_manifest(kata.slug)
+        listed = [e.file for e in manifest.buggy] + list(manifest.correct)
+        assert len(listed) == len(set(listed)), "corpus.toml lists a file twice"
+        assert set(listed) == {p.name for p in corpus}, (
+            f"corpus.toml and the folder disagree: only listed {sorted(set(listed) - {p.name for p in corpus})}, "
+            f"only on disk {sorted({p.name for p in corpus} - set(listed))}")
+        assert all(e.file.startswith("buggy_") for e in manifest.buggy)
+        assert all(name.startswith("correct_") for name in manifest.correct)
+        tests_source = (REPO_ROOT / "tests" / f"test_kata_{kata.module}.py").read_text()
+        assert "buggy_params" in tests_source and "correct_params" in tests_source, (
+            "the kata's tests must grade every manifest entry (buggy_params / correct_params)")
+        return
     tests_source = (REPO_ROOT / "tests" / f"test_kata_{kata.module}.py").read_text()
     unchecked = [p.name for p in corpus if p.name not in tests_source]
     assert not unchecked, f"corpus files no test grades: {unchecked}"

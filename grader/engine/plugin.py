@@ -34,6 +34,7 @@ ENV_MODULE = "KATA_MODULE"
 ENV_RESULTS = "KATA_RESULTS"
 ENV_TEST_TIMEOUT = "KATA_TEST_TIMEOUT"
 ENV_MAX_EXAMPLES = "KATA_MAX_EXAMPLES"
+ENV_LEVELS = "KATA_LEVELS"  # comma-separated levels to run (default: all)
 
 _MAX_MESSAGE_CHARS = 4000
 
@@ -113,6 +114,14 @@ def _metadata(item: pytest.Item) -> dict[str, Any]:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
+    wanted = os.environ.get(ENV_LEVELS)
+    if wanted:
+        levels = {int(x) for x in wanted.split(",") if x.strip()}
+        kept = [item for item in items if _metadata(item)["level"] in levels]
+        dropped = [item for item in items if _metadata(item)["level"] not in levels]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
     _stream.write(event="collected", tests=[_metadata(item) for item in items])
 
 

@@ -96,7 +96,7 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               test_timeout_s: float = 30.0, total_timeout_s: float = 600.0,
               max_examples: int | None = None, limits: ResourceLimits | None = None,
               on_event: Callable[[str, dict[str, Any]], None] | None = None,
-              workdir: Path | None = None) -> RunOutcome:
+              workdir: Path | None = None, levels: set[int] | None = None) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
     on_event(kind, data) is called with "collected" (data: {"tests": [...]}) and "result"
@@ -108,6 +108,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
         cwd = workdir or Path(tmp) / "cwd"
         cwd.mkdir(exist_ok=True)
         env = _child_env(solution, module, results_path, test_timeout_s, max_examples, limits)
+        if levels:
+            env[plugin.ENV_LEVELS] = ",".join(str(lv) for lv in sorted(levels))
         state = _RunState(on_event)
         offset = 0
         max_restarts = 1000

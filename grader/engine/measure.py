@@ -1,0 +1,254 @@
+"""What a piece of code costs: torch operations, FLOPs, host syncs, new storages, time.
+
+The hidden suites' efficiency tests measure through ``measuring()`` (via the helpers in
+``grader.suites._common``), never with their own clocks or modes. The reason is the
+judge/worker split: the candidate's code runs in a worker process, so its share of a
+measurement is taken *there*, around the candidate's own calls (transport excluded), and
+added to the share measured here in the judge (the reference's, or the suite's own). A
+forged figure from the worker can only change an efficiency verdict, never a correctness one.
+
+Kinds:
+
+* ``ops``      — torch operations called (functions, methods, operators), counted at the
+                 ``__torch_function__`` level: exact, immune to machine noise.
+* ``flops``    — FLOPs as ``torch.utils.flop_counter.FlopCounterMode`` counts them.
+* ``syncs``    — device-to-host synchronisations: ``item``, ``tolist``, ``cpu``, ``numpy``,
+                 ``__bool__``/``__int__``/``__float__``/``__index__`` on a tensor,
+                 ``nonzero``, boolean-mask indexing (its size needs the values).
+* ``storages`` — every tensor storage created during the code, as
+                 (numel of the storage, shape of the tensor, dtype name); views of existing
+                 storages do not count.
+* ``time``     — seconds the code took to execute.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Protocol
+
+KINDS = ("ops", "flops", "syncs", "storages", "time")
+
+_SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__",
+                           "__index__", "nonzero", "_local_scalar_dense"})
+
+
+@dataclass
+class Measurement:
+    """Totals of one ``measuring()`` block (what was asked for; the rest stays 0/empty)."""
+
+    ops: int = 0
+    flops: int = 0
+    syncs: int = 0
+    storages: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
+    time_s: float = 0.0
+    where: str = "judge"  # "judge", or "judge+worker" when the worker measured its share
+
+    def add(self, other: dict[str, Any]) -> None:
+        """Add a share measured elsewhere (the worker's, as plain data)."""
+        self.ops += int(other.get("ops", 0))
+        self.flops += int(other.get("flops", 0))
+        self.syncs += int(other.get("syncs", 0))
+        self.storages.extend((int(n), tuple(int(d) for d in shape), str(dtype))
+                             for n, shape, dtype in other.get("storages", []))
+        self.time_s += float(other.get("time_s", 0.0))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ops": self.ops, "flops": self.flops, "syncs": self.syncs,
+                "storages": [list(s) for s in self.storages], "time_s": self.time_s}
+
+
+class RemoteMeter(Protocol):
+    """What the judge's connection to the worker offers ``measuring()``."""
+
+    def begin_measure(self, kinds: tuple[str, ...]) -> None: ...
+    def end_measure(self) -> tuple[dict[str, Any], float]:
+        """The worker's share, and the judge-side wall seconds spent waiting on it."""
+        ...
+
+
+_remote: RemoteMeter | None = None
+
+
+def set_remote(meter: RemoteMeter | None) -> None:
+    """Called by the judge when a worker runs the candidate's code."""
+    global _remote
+    _remote = meter
+
+
+@contextmanager
+def measuring(*kinds: str) -> Iterator[Measurement]:
+    """Measure the block: its own torch work here, plus the worker's share of any call into
+    the candidate's code made inside it. ``time`` counts execution, not transport."""
+    unknown = set(kinds) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown measurement kinds {sorted(unknown)}; known: {KINDS}")
+    result = Measurement()
+    remote = _remote
+    if remote is not None:
+        remote.begin_measure(tuple(kinds))
+        result.where = "judge+worker"
+    meters = local_meters(tuple(kinds))
+    t0 = time.perf_counter()
+    waited = 0.0
+    try:
+        with ExitStack() as stack:
+            for meter in meters:
+                stack.enter_context(meter)
+            yield result
+    finally:
+        elapsed = time.perf_counter() - t0
+        if remote is not None:
+            share, waited = remote.end_measure()
+            result.add(share)
+        for meter in meters:
+            result.add(meter.totals())
+        if "time" in kinds:
+            result.time_s += max(elapsed - waited, 0.0)
+
+
+# ------------------------------------------------------------------------ local meters
+# Shared by the judge (around its own code) and the worker (around each candidate call).
+
+
+class _Meter:
+    def __enter__(self) -> "_Meter":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def totals(self) -> dict[str, Any]:
+        return {}
+
+
+def local_meters(kinds: tuple[str, ...]) -> list[_Meter]:
+    """Fresh meters for the kinds (time is measured by the caller)."""
+    meters: list[_Meter] = []
+    if "ops" in kinds or "syncs" in kinds:
+        meters.append(_FunctionMeter(count_ops="ops" in kinds, count_syncs="syncs" in kinds))
+    if "flops" in kinds:
+        meters.append(_FlopMeter())
+    if "storages" in kinds:
+        meters.append(_StorageMeter())
+    return meters
+
+
+class _FunctionMeter(_Meter):
+    """Counts torch calls at the __torch_function__ level (ops) and the syncing ones."""
+
+    def __init__(self, *, count_ops: bool, count_syncs: bool) -> None:
+        from torch.overrides import TorchFunctionMode
+
+        meter = self
+
+        class _Mode(TorchFunctionMode):
+            def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                meter.ops += 1
+                if count_syncs and _is_sync(func, args):
+                    meter.syncs += 1
+                return func(*args, **(kwargs or {}))
+
+        self.ops = 0
+        self.syncs = 0
+        self.count_ops, self.count_syncs = count_ops, count_syncs
+        self._mode = _Mode()
+
+    def __enter__(self) -> "_FunctionMeter":
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+
+    def totals(self) -> dict[str, Any]:
+        return {"ops": self.ops if self.count_ops else 0,
+                "syncs": self.syncs if self.count_syncs else 0}
+
+
+def _is_sync(func: Any, args: Any) -> bool:
+    import torch
+
+    name = getattr(func, "__name__", "")
+    if name in _SYNC_METHODS:
+        return True
+    if name == "__getitem__" and len(args) > 1:
+        index = args[1]
+        items = index if isinstance(index, tuple) else (index,)
+        return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
+    return False
+
+
+class _FlopMeter(_Meter):
+    def __init__(self) -> None:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        self._mode = FlopCounterMode(display=False)
+
+    def __enter__(self) -> "_FlopMeter":
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+
+    def totals(self) -> dict[str, Any]:
+        return {"flops": int(self._mode.get_total_flops())}
+
+
+class _StorageMeter(_Meter):
+    """Records every storage that an aten op's output owns and that did not exist before."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        meter = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                import torch
+                from torch.utils._pytree import tree_flatten
+
+                seen_before = {_storage_key(t) for t in tree_flatten((args, kwargs or {}))[0]
+                               if isinstance(t, torch.Tensor)}
+                out = func(*args, **(kwargs or {}))
+                for t in tree_flatten(out)[0]:
+                    if isinstance(t, torch.Tensor):
+                        key = _storage_key(t)
+                        # An output on an input's storage is a view or an in-place result.
+                        # (No memory across ops: a freed address may be handed out again.)
+                        if key not in seen_before:
+                            seen_before.add(key)
+                            numel = t.untyped_storage().nbytes() // max(t.element_size(), 1)
+                            meter.storages.append((numel, tuple(t.shape), str(t.dtype).replace("torch.", "")))
+                return out
+
+        self.storages: list[tuple[int, tuple[int, ...], str]] = []
+        self._mode = _Mode()
+
+    def __enter__(self) -> "_StorageMeter":
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+
+    def totals(self) -> dict[str, Any]:
+        return {"storages": list(self.storages)}
+
+
+def _storage_key(t: Any) -> Any:
+    try:
+        return (t.device.type, t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):
+        return id(t)
+
+
+# ------------------------------------------------------------------------ conveniences
+
+
+def measure(fn: Callable[[], Any], *kinds: str) -> Measurement:
+    with measuring(*kinds) as m:
+        fn()
+    return m
