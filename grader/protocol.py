@@ -83,6 +83,18 @@ def call(fn: Callable, *args: Any, what: str, **kwargs: Any) -> Any:
         raise PropertyFailure(f"{what} is not implemented yet (NotImplementedError)") from exc
 
 
+def call_many(fn: Callable, calls: list[tuple[tuple, dict]], *, what: str) -> list:
+    """[fn(*args, **kwargs) for args, kwargs in calls], in one round trip to the worker when
+    `fn` is the candidate's (a plain loop for the reference). Use it for the thousands of
+    small calls a distribution test makes; NotImplementedError reads as in `call`."""
+    from grader.engine.judge_bridge import call_many as _call_many
+
+    try:
+        return _call_many(fn, calls)
+    except NotImplementedError as exc:
+        raise PropertyFailure(f"{what} is not implemented yet (NotImplementedError)") from exc
+
+
 def show(value: Any) -> str:
     """A short, readable rendering of a value for a scorecard: tensors with shape and dtype,
     floats rounded, long things cut."""

@@ -1,15 +1,18 @@
-"""pytest plugin loaded in the grading child process (``-p grader.engine.plugin``).
+"""pytest plugin of the **judge** process (``-p grader.engine.plugin``).
 
-It provides the ``solution`` and ``reference`` fixtures, arms a per-test time limit, and
-streams one JSON line per event to the results file named by ``KATA_RESULTS``:
+The judge runs the suite, hypothesis and the reference; it never imports the candidate's
+code. The candidate's module lives in a worker process (sandboxed where the OS allows,
+see ``sandbox.py``), reached through the ``solution`` fixture, a proxy. A worker that
+crashes or hangs is killed and a fresh one serves the next test.
+
+Results go to the parent as JSON lines on an inherited pipe (``KATA_RESULTS_FD``) that
+only the judge holds:
 
     {"event": "collected", "tests": [{nodeid, name, level, category, weight, description}]}
+    {"event": "worker", "contained": bool, "notes": [...]}
     {"event": "import_start"} / {"event": "import_done", "error": str | null}
     {"event": "start", "nodeid": ...}
     {"event": "result", "nodeid": ..., "passed": bool, "message": str, "details": {...}}
-
-The parent (grader.engine.runner) reads the stream while the child runs, so a hang or a
-crash of the child still leaves every finished result behind.
 """
 
 from __future__ import annotations
@@ -17,58 +20,141 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import re
 import signal
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from grader.engine.loading import import_from_path
-from grader.protocol import PropertyFailure
+from grader.engine import sandbox
+from grader.engine.failures import CandidateImportError, KataTimeout, describe_failure, import_error_text
+from grader.engine.judge_bridge import WorkerCrashed
+from grader.engine.worker_process import WorkerProcess
 
 ENV_SOLUTION = "KATA_SOLUTION"
 ENV_MODULE = "KATA_MODULE"
-ENV_RESULTS = "KATA_RESULTS"
+ENV_RESULTS_FD = "KATA_RESULTS_FD"
 ENV_TEST_TIMEOUT = "KATA_TEST_TIMEOUT"
 ENV_MAX_EXAMPLES = "KATA_MAX_EXAMPLES"
 ENV_LEVELS = "KATA_LEVELS"  # comma-separated levels to run (default: all)
+ENV_MEMORY = "KATA_WORKER_MEMORY_BYTES"
+ENV_CPU = "KATA_WORKER_CPU_SECONDS"
 
-_MAX_MESSAGE_CHARS = 4000
-
-
-class KataTimeout(BaseException):
-    """Raised by the alarm when a test runs past its limit. A BaseException so that a
-    candidate's ``except Exception`` cannot swallow it."""
-
-
-class CandidateImportError(Exception):
-    """The candidate's file could not be imported."""
+_MAX_LINE_BYTES = 256_000
+_MAX_OUTPUT_LINES = 40
 
 
 # ---------------------------------------------------------------------------- stream
 
 
 class _Stream:
-    def __init__(self, path: str | None) -> None:
-        self._file = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+    def __init__(self, fd: str | None) -> None:
+        self._file = os.fdopen(int(fd), "w", encoding="utf-8") if fd else None
 
     def write(self, **event: Any) -> None:
         if self._file is None:
             return
-        self._file.write(json.dumps(event, default=str) + "\n")
+        line = json.dumps(event, default=str)
+        if len(line) > _MAX_LINE_BYTES and "details" in event:
+            event["details"] = {"note": "details too long to show"}
+            line = json.dumps(event, default=str)[:_MAX_LINE_BYTES]
+        self._file.write(line + "\n")
         self._file.flush()
 
 
 _stream = _Stream(None)
-_pending: dict[str, dict[str, Any]] = {}
-_solution_state: dict[str, Any] = {}
 
 
 def _test_timeout_s() -> float:
     return float(os.environ.get(ENV_TEST_TIMEOUT, "60"))
+
+
+# ---------------------------------------------------------------------------- the worker
+
+
+class _Worker:
+    """The current worker, restarted when the previous one died, hung or broke."""
+
+    def __init__(self) -> None:
+        self.process: WorkerProcess | None = None
+        self.proxy: Any = None
+        self.import_error: str | None = None
+        self.output: list[str] = []
+        self.output_chars = 0
+        self.announced = False
+
+    def on_output(self, text: str, dropped: int) -> None:
+        self.output.append(text)
+        self.output_chars += len(text) + dropped
+
+    def spawn(self) -> None:
+        if self.process is None and self.import_error is None:
+            limits = sandbox.Limits(
+                memory_bytes=int(os.environ.get(ENV_MEMORY, 16 * 1024**3)) or None,
+                cpu_seconds=int(os.environ.get(ENV_CPU, 0)) or None)
+            self.process = WorkerProcess(Path(os.environ[ENV_SOLUTION]), os.environ.get(ENV_MODULE, "solution"),
+                                         limits, self.on_output)
+            self.process.start()
+            if not self.announced:
+                self.announced = True
+                _stream.write(event="worker", contained=self.process.contained,
+                              notes=self.process.command.notes if self.process.command else [])
+
+    def module(self) -> Any:
+        if self.import_error is not None:
+            raise CandidateImportError(self.import_error)
+        if self.proxy is not None:
+            return self.proxy
+        self.spawn()
+        assert self.process is not None
+        _stream.write(event="import_start")
+        try:
+            ok, value, _ = self.process.hello()
+        except KataTimeout:
+            self.import_error = "importing your file did not finish in time (a loop at module level?)"
+            self.kill()
+            _stream.write(event="import_done", error=self.import_error)
+            raise CandidateImportError(self.import_error) from None
+        if not ok:
+            if value.get("kind") == "crashed":
+                value = {**value, "msg": self.process.exit_text() or value.get("msg", "")}
+            self.import_error = import_error_text(value)
+            self.kill()
+            _stream.write(event="import_done", error=self.import_error)
+            raise CandidateImportError(self.import_error)
+        _stream.write(event="import_done", error=None)
+        self.proxy = value
+        return value
+
+    def endpoint(self) -> Any:
+        return self.process.endpoint if self.process is not None else None
+
+    def after_test(self) -> None:
+        """Reset the worker for the next test, or discard it when it is broken."""
+        endpoint = self.endpoint()
+        if endpoint is None:
+            return
+        if endpoint.broken is None and self.process.alive():
+            try:
+                endpoint.reset()
+                return
+            except BaseException:  # noqa: BLE001 - a worker that cannot reset is replaced
+                pass
+        self.kill()
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+        self.process, self.proxy = None, None
+
+    def take_output(self) -> tuple[str, int]:
+        text, total = "".join(self.output), self.output_chars
+        self.output, self.output_chars = [], 0
+        return text, total
+
+
+_worker = _Worker()
 
 
 # ---------------------------------------------------------------------------- config
@@ -77,8 +163,14 @@ def _test_timeout_s() -> float:
 def pytest_configure(config: pytest.Config) -> None:
     global _stream
     config.addinivalue_line("markers", "kata(level, category, description, weight): grading metadata")
-    _stream = _Stream(os.environ.get(ENV_RESULTS))
+    _stream = _Stream(os.environ.get(ENV_RESULTS_FD))
     _register_hypothesis_profile()
+    if os.environ.get(ENV_SOLUTION):
+        _worker.spawn()  # starts while the suite is collected
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _worker.kill()
 
 
 def _register_hypothesis_profile() -> None:
@@ -117,57 +209,32 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     wanted = os.environ.get(ENV_LEVELS)
     if wanted:
         levels = {int(x) for x in wanted.split(",") if x.strip()}
-        kept = [item for item in items if _metadata(item)["level"] in levels]
         dropped = [item for item in items if _metadata(item)["level"] not in levels]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
-            items[:] = kept
+            items[:] = [item for item in items if _metadata(item)["level"] in levels]
     _stream.write(event="collected", tests=[_metadata(item) for item in items])
 
 
 # ---------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def solution() -> Any:
-    """The candidate's module, loaded once per run from KATA_SOLUTION."""
-    if "module" not in _solution_state:
-        _solution_state.update(_load_solution())
-    if _solution_state.get("error"):
-        raise CandidateImportError(_solution_state["error"])
-    return _solution_state["module"]
+    """The candidate's module: a proxy to it in the worker process."""
+    return _worker.module()
 
 
 @pytest.fixture(scope="session")
 def reference() -> Any:
-    """The reference implementation, ``reference.<module>``."""
+    """The reference implementation, ``reference.<module>`` (in the judge)."""
     return importlib.import_module(f"reference.{os.environ[ENV_MODULE]}")
 
 
-def _load_solution() -> dict[str, Any]:
-    path = os.environ.get(ENV_SOLUTION)
-    module_name = os.environ.get(ENV_MODULE, "solution")
-    _stream.write(event="import_start")
-    error = None
-    module = None
-    try:
-        module = import_from_path(path, module_name)
-    except SyntaxError as exc:
-        error = f"your file has a syntax error at line {exc.lineno}: {exc.msg}"
-        if exc.text:
-            error += f"\n    {exc.text.rstrip()}"
-    except KataTimeout:
-        error = "importing your file did not finish in time (a loop at module level?)"
-    except BaseException as exc:  # noqa: BLE001 - any failure of candidate code is a verdict
-        error = f"importing your file raised {type(exc).__name__}: {exc}"
-        where = _candidate_frames(exc)
-        if where:
-            error += "\n" + where
-    _stream.write(event="import_done", error=error)
-    return {"module": module, "error": error}
-
-
 # ---------------------------------------------------------------------------- per test
+
+
+_pending: dict[str, dict[str, Any]] = {}
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -177,8 +244,8 @@ def _on_alarm(signum: int, frame: Any) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     _stream.write(event="start", nodeid=item.nodeid, t=time.time())
-    _pending[item.nodeid] = {"passed": True, "message": "", "details": {},
-                             "stdout_bytes": 0, "t0": time.perf_counter()}
+    _worker.take_output()
+    _pending[item.nodeid] = {"passed": True, "message": "", "details": {}, "t0": time.perf_counter()}
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     # Fires at the limit and then every 0.5 s, so a swallowed timeout comes back.
     signal.setitimer(signal.ITIMER_REAL, _test_timeout_s(), 0.5)
@@ -188,6 +255,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
         signal.signal(signal.SIGALRM, previous)
         outcome = _pending.pop(item.nodeid)
+        _worker.after_test()
+        text, total = _worker.take_output()
+        outcome["stdout_bytes"] = total
+        if text and not outcome["passed"]:
+            lines = text.splitlines()
+            shown = "\n".join(lines[:_MAX_OUTPUT_LINES])[:8000]
+            more = len(lines) - _MAX_OUTPUT_LINES
+            outcome["details"]["output"] = shown + (f"\n... {more} more lines" if more > 0 else "")
         duration = time.perf_counter() - outcome.pop("t0")
         _stream.write(event="result", nodeid=item.nodeid, duration_s=round(duration, 4), **outcome)
 
@@ -199,13 +274,64 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     state = _pending.get(item.nodeid)
     if state is None:
         return
-    state["stdout_bytes"] += len(report.capstdout) + len(report.capstderr)
     if report.skipped and call.when in ("setup", "call"):
         state.update(passed=False, message="skipped: " + _skip_reason(report))
     elif report.failed and state["passed"]:
-        message, details = describe_failure(call.excinfo.value if call.excinfo else None,
-                                            _timeout=_test_timeout_s())
+        exc = call.excinfo.value if call.excinfo else None
+        stuck, crash = _stuck_or_crash(exc)
+        message, details = describe_failure(exc, timeout_s=_test_timeout_s(), stuck=stuck,
+                                            crash=crash, category=_metadata(item)["category"])
         state.update(passed=False, message=message, details=details)
+
+
+def _stuck_or_crash(exc: BaseException | None) -> tuple[str | None, str | None]:
+    """On a timeout, where the candidate's code was when it was stopped; on a crash of the
+    worker, how it ended."""
+    inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and exc.exceptions else exc
+    process = _worker.process
+    if process is None:
+        return None, None
+    if isinstance(inner, WorkerCrashed):
+        how = process.exit_text() or None
+        call = _last_call_text(process)
+        return (f"the last call into your code: {call}" if call else None), how
+    if not isinstance(inner, KataTimeout):
+        return None, None
+    dump = process.stack_dump()
+    frames = process.candidate_frames(dump)
+    _worker.kill()
+    if not frames:
+        return None, None
+    lines = _source_lines()
+    shown = [f"  line {ln}, in {fn}: {lines[ln - 1].strip() if 0 < ln <= len(lines) else ''}"
+             for ln, fn in frames[:3]]
+    return "where your code was when it was stopped (innermost first):\n" + "\n".join(shown), None
+
+
+def _last_call_text(process: WorkerProcess) -> str | None:
+    endpoint = process.endpoint
+    if endpoint is None or endpoint.last_call is None:
+        return None
+    from grader.protocol import show
+
+    op, args = endpoint.last_call
+    try:
+        if op in ("call", "callmethod") and args:
+            target = args[0]
+            name = args[1] if op == "callmethod" else getattr(getattr(target, "_kata_type", None), "qualname", "?")
+            call_args, call_kwargs = args[-2], args[-1]
+            parts = [show(a) for a in call_args] + [f"{k}={show(v)}" for k, v in call_kwargs]
+            return f"{name}({', '.join(parts)})"[:1000]
+    except Exception:  # noqa: BLE001 - a description must never fail the report
+        return None
+    return None
+
+
+def _source_lines() -> list[str]:
+    try:
+        return Path(os.environ[ENV_SOLUTION]).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
@@ -213,99 +339,3 @@ def _skip_reason(report: pytest.TestReport) -> str:
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
         return str(longrepr[2]).removeprefix("Skipped: ")
     return str(longrepr)
-
-
-# ---------------------------------------------------------------------------- messages
-
-
-def describe_failure(exc: BaseException | None, _timeout: float = 0.0) -> tuple[str, dict]:
-    """Turn a failure into (message, details) for the scorecard: the property in words, the
-    shrunk input, expected and got. Never the test source."""
-    if exc is None:
-        return "failed", {}
-    steps = _hypothesis_example(exc)
-    group_note = None
-    inner = exc
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        inner = exc.exceptions[0]
-        if type(exc).__name__ == "FlakyFailure":
-            group_note = "failed inconsistently when the same input was run again"
-        else:
-            group_note = f"{len(exc.exceptions)} different failures were found; this is the first"
-    details: dict[str, Any] = {}
-    if isinstance(inner, PropertyFailure):
-        message = inner.prop
-        details = {k: v for k, v in (("input", inner.input), ("expected", inner.expected),
-                                     ("got", inner.got), ("note", inner.note)) if v is not None}
-    elif isinstance(inner, KataTimeout):
-        message = (f"timed out after {_timeout:g} s: an infinite loop, or code far slower "
-                   "than the reference")
-    elif isinstance(inner, CandidateImportError):
-        message = str(inner)
-    elif isinstance(inner, NotImplementedError):
-        message = "not implemented yet (your code raised NotImplementedError)"
-        where = _candidate_frames(inner)
-        if where:
-            details["where"] = where
-    elif _missing_name(inner):
-        message = (f"your file does not define `{_missing_name(inner)}` "
-                   "(the stub lists every name the kata needs)")
-    else:
-        text = str(inner).strip().splitlines()[0] if str(inner).strip() else ""
-        message = f"your code raised {type(inner).__name__}" + (f": {text}" if text else "")
-        where = _candidate_frames(inner)
-        if where:
-            details["where"] = where
-        elif isinstance(inner, AssertionError) and str(inner):
-            message = str(inner)
-    if steps:
-        details["example"] = steps
-    if group_note:
-        details["note"] = (details["note"] + "; " + group_note) if details.get("note") else group_note
-    return message[:_MAX_MESSAGE_CHARS], details
-
-
-def _missing_name(exc: BaseException) -> str | None:
-    """The name in "module 'M' has no attribute 'x'" when M is the candidate's module."""
-    if not isinstance(exc, AttributeError):
-        return None
-    module = os.environ.get(ENV_MODULE, "")
-    match = re.fullmatch(rf"module '{re.escape(module)}' has no attribute '(\w+)'", str(exc))
-    return match.group(1) if match else None
-
-
-_NOISE = re.compile(r"^\s*(solution|reference)=.*,\s*$")
-
-
-def _hypothesis_example(exc: BaseException) -> str | None:
-    notes = list(getattr(exc, "__notes__", []) or [])
-    if isinstance(exc, BaseExceptionGroup):
-        for sub in exc.exceptions:
-            notes.extend(getattr(sub, "__notes__", []) or [])
-    lines: list[str] = []
-    for note in notes:
-        if note.startswith(("Falsifying", "state", "Trying example")) or lines:
-            if "reproduce_failure" in note or "Explanation" in note:
-                continue
-            for line in note.splitlines():
-                if not _NOISE.match(line) and "<module" not in line:
-                    lines.append(line)
-    text = "\n".join(lines).strip()
-    return text[:_MAX_MESSAGE_CHARS] or None
-
-
-def _candidate_frames(exc: BaseException) -> str | None:
-    """The frames of the traceback that are in the candidate's own file."""
-    path = os.environ.get(ENV_SOLUTION)
-    if not path:
-        return None
-    target = str(Path(path).resolve())
-    shown = []
-    for frame in traceback.extract_tb(exc.__traceback__):
-        try:
-            same = str(Path(frame.filename).resolve()) == target
-        except OSError:
-            same = False
-        if same:
-            shown.append(f"  line {frame.lineno}, in {frame.name}: {(frame.line or '').strip()}")
-    return ("in your file:\n" + "\n".join(shown[-3:])) if shown else None

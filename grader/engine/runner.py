@@ -1,17 +1,18 @@
-"""Run one suite against one solution file in a child process and collect the results.
+"""Run one suite against one solution file and collect the results.
 
-The child is ``python -m pytest <suite> -p grader.engine.plugin``; it streams JSON lines
-(see plugin.py). The parent watches that stream: a test that runs past its limit and cannot be
-interrupted inside the child (a hang in C code, a swallowed alarm) gets the child killed, is
-marked as timed out, and the child is restarted on the tests not yet run. A child that dies
-(segfault, ``os._exit``) is handled the same way. Nothing the candidate's code does can make
-the parent crash or hang.
+The parent (this module) starts the **judge**, ``python -m pytest <suite> -p
+grader.engine.plugin``, which runs the suite and the reference and starts its own **worker**
+for the candidate's code (see plugin.py). The judge streams JSON lines on a pipe only it
+holds. The parent watches that stream as a last line of defence: a test that runs far past
+its limit gets the judge killed and restarted on the tests not yet run; a judge that dies is
+handled the same way. Nothing the candidate's code does can make the parent crash or hang.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grader.engine import plugin
-from grader.engine.limits import ResourceLimits, child_preexec
+from grader.engine.limits import ResourceLimits
 from grader.errors import GradingError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 _KILL_GRACE_S = 5.0
 _POLL_S = 0.02
 _MAX_OUTPUT_KEPT = 16_000
+_MAX_EVENT_BYTES = 1_000_000       # one line of the results stream
+_MAX_STREAM_BYTES = 64_000_000     # the whole stream of one run
 
 
 @dataclass
@@ -63,12 +66,14 @@ class RunOutcome:
     notes: list[str] = field(default_factory=list)
     output_head: str = ""
     output_bytes: int = 0
+    contained: bool | None = None
 
 
 @dataclass
 class _Child:
     proc: subprocess.Popen
     output: "_OutputSink"
+    events: "_EventReader"
     started_at: float
 
 
@@ -104,31 +109,24 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
     """
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-run-") as tmp:
-        results_path = Path(tmp) / "results.jsonl"
         cwd = workdir or Path(tmp) / "cwd"
         cwd.mkdir(exist_ok=True)
-        env = _child_env(solution, module, results_path, test_timeout_s, max_examples, limits)
+        env = _judge_env(solution, module, test_timeout_s, max_examples, limits)
         if levels:
             env[plugin.ENV_LEVELS] = ",".join(str(lv) for lv in sorted(levels))
         state = _RunState(on_event)
-        offset = 0
         max_restarts = 1000
         while max_restarts > 0:
             max_restarts -= 1
             cmd = _pytest_command(suite, seed, state.done_or_dead())
-            child = _spawn(cmd, env, cwd, limits)
-            offset, verdict = _watch(child, results_path, offset, state, test_timeout_s,
-                                     deadline=t0 + total_timeout_s)
-            _kill(child)  # whatever the candidate's code forked into the group goes too
+            child = _spawn(cmd, env, cwd)
+            verdict = _watch(child, state, test_timeout_s, deadline=t0 + total_timeout_s)
+            _kill(child)
             state.absorb_output(child.output)
             if verdict == "finished" or not state.remaining():
                 break
             if verdict == "total_timeout":
                 state.fail_remaining(f"not run: the whole run passed its {total_timeout_s:g} s limit")
-                break
-            if state.import_crashed:
-                state.fail_remaining("importing your file crashed the test process "
-                                     f"({_exit_text(child.proc.returncode)})")
                 break
             if state.tests is None:
                 raise GradingError(
@@ -138,7 +136,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
                          "and report it\n" + bytes(child.output.head).decode(errors="replace")[-2000:])
         return RunOutcome(tests=state.ordered(), duration_s=time.monotonic() - t0,
                           import_error=state.import_error, notes=state.notes,
-                          output_head=state.output_head, output_bytes=state.output_bytes)
+                          output_head=state.output_head, output_bytes=state.output_bytes,
+                          contained=state.contained)
 
 
 class _RunState:
@@ -154,12 +153,16 @@ class _RunState:
         self.notes: list[str] = []
         self.output_head = ""
         self.output_bytes = 0
+        self.contained: bool | None = None
 
     def handle(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
         if kind == "collected" and self.tests is None:
             self.tests = {t["nodeid"]: TestResult(**t) for t in event["tests"]}
             self.on_event("collected", {"tests": event["tests"]})
+        elif kind == "worker":
+            self.contained = bool(event.get("contained"))
+            self.notes.extend(str(n)[:500] for n in event.get("notes", [])[:5])
         elif kind == "import_start":
             self.importing = True
         elif kind == "import_done":
@@ -168,9 +171,12 @@ class _RunState:
         elif kind == "start":
             self.current, self.current_started = event["nodeid"], time.monotonic()
         elif kind == "result":
-            self.finish(event["nodeid"], passed=event["passed"], message=event["message"],
-                        details=event.get("details", {}), duration_s=event.get("duration_s", 0.0),
-                        stdout_bytes=event.get("stdout_bytes", 0))
+            details = event.get("details", {})
+            self.finish(str(event["nodeid"]), passed=event["passed"] is True,
+                        message=str(event["message"])[:4000],
+                        details=details if isinstance(details, dict) else {},
+                        duration_s=float(event.get("duration_s", 0.0)),
+                        stdout_bytes=int(event.get("stdout_bytes", 0)))
 
     def finish(self, nodeid: str, **fields: Any) -> None:
         if self.tests is None or nodeid not in self.tests or nodeid in self.done:
@@ -206,56 +212,68 @@ class _RunState:
         return list((self.tests or {}).values())
 
 
-def _watch(child: _Child, results_path: Path, offset: int, state: _RunState,
-           test_timeout_s: float, deadline: float) -> tuple[int, str]:
-    """Follow the results stream until the child exits, hangs, or the run's time is up."""
+def _watch(child: _Child, state: _RunState, test_timeout_s: float, deadline: float) -> str:
+    """Follow the results stream until the judge exits, hangs, or the run's time is up."""
     while True:
-        offset = _read_events(results_path, offset, state)
+        _read_events(child, state)
         code = child.proc.poll()
         if code is not None:
-            offset = _read_events(results_path, offset, state)
+            child.events.join(timeout=2)
+            _read_events(child, state)
             if code in (0, 1) and not state.remaining():
-                return offset, "finished"
-            if state.importing:
-                state.import_crashed = True
-            elif state.current is not None:
+                return "finished"
+            if state.current is not None:
                 state.finish(state.current, passed=False,
-                             message=f"your code crashed the test process ({_exit_text(code)})")
-            return offset, "crashed" if code not in (0, 1) else "finished"
+                             message=f"the grader's test process stopped ({_exit_text(code)})")
+            return "crashed" if code not in (0, 1) else "finished"
         now = time.monotonic()
         if now > deadline:
             _kill(child)
-            return _read_events(results_path, offset, state), "total_timeout"
+            _read_events(child, state)
+            return "total_timeout"
         if state.current is not None and now - state.current_started > test_timeout_s + _KILL_GRACE_S:
             _kill(child)
-            offset = _read_events(results_path, offset, state)
+            _read_events(child, state)
             if state.current is not None:
                 state.finish(state.current, passed=False,
                              message=f"timed out after {test_timeout_s:g} s and had to be killed "
                                      "(an infinite loop, or code far slower than the reference)")
-            return offset, "hung"
-        if state.importing and now - child.started_at > test_timeout_s + _KILL_GRACE_S:
-            _kill(child)
-            state.import_error = "importing your file did not finish in time (a loop at module level?)"
-            state.fail_remaining(state.import_error)
-            return offset, "finished"
+            return "hung"
         time.sleep(_POLL_S)
 
 
-def _read_events(path: Path, offset: int, state: _RunState) -> int:
-    if not path.exists():
-        return offset
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        data = fh.read()
-    # Only whole lines: the child may be mid-write.
-    end = data.rfind(b"\n") + 1
-    for line in data[:end].splitlines():
+def _read_events(child: _Child, state: _RunState) -> None:
+    while True:
         try:
-            state.handle(json.loads(line))
+            line = child.events.lines.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            event = json.loads(line)
+            if isinstance(event, dict):
+                state.handle(event)
         except (ValueError, KeyError, TypeError):
             continue
-    return offset + end
+
+
+class _EventReader(threading.Thread):
+    """Reads the judge's results pipe line by line, with a bound on each line and the total."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(daemon=True)
+        self.stream = os.fdopen(fd, "rb")
+        self.lines: "queue.Queue[bytes]" = queue.Queue()
+        self.total = 0
+
+    def run(self) -> None:
+        with self.stream:
+            while self.total < _MAX_STREAM_BYTES:
+                line = self.stream.readline(_MAX_EVENT_BYTES)
+                if not line:
+                    return
+                self.total += len(line)
+                if line.endswith(b"\n"):
+                    self.lines.put(line)
 
 
 def _pytest_command(suite: Path, seed: int, deselect: list[str]) -> list[str]:
@@ -271,33 +289,43 @@ def _pytest_command(suite: Path, seed: int, deselect: list[str]) -> list[str]:
     return cmd
 
 
-def _child_env(solution: Path, module: str, results: Path, test_timeout_s: float,
-               max_examples: int | None, limits: ResourceLimits | None) -> dict[str, str]:
-    base = limits.scrubbed_env() if limits is not None else dict(os.environ)
-    env = dict(base)
+def _judge_env(solution: Path, module: str, test_timeout_s: float, max_examples: int | None,
+               limits: ResourceLimits | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop(plugin.ENV_RESULTS_FD, None)
     env.update({
         plugin.ENV_SOLUTION: str(solution.resolve()),
         plugin.ENV_MODULE: module,
-        plugin.ENV_RESULTS: str(results),
         plugin.ENV_TEST_TIMEOUT: str(test_timeout_s),
         "PYTHONPATH": os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])),
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "MPLBACKEND": "Agg",
     })
+    if limits is not None:
+        if limits.memory_bytes:
+            env[plugin.ENV_MEMORY] = str(limits.memory_bytes)
+        if limits.cpu_seconds:
+            env[plugin.ENV_CPU] = str(limits.cpu_seconds)
     if max_examples is not None:
         env[plugin.ENV_MAX_EXAMPLES] = str(max_examples)
     return env
 
 
-def _spawn(cmd: list[str], env: dict[str, str], cwd: Path, limits: ResourceLimits | None) -> _Child:
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True,
-                            preexec_fn=child_preexec(limits) if limits else None)
+def _spawn(cmd: list[str], env: dict[str, str], cwd: Path) -> _Child:
+    read_fd, write_fd = os.pipe()
+    env = {**env, plugin.ENV_RESULTS_FD: str(write_fd)}
+    try:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, pass_fds=(write_fd,))
+    finally:
+        os.close(write_fd)
     sink = _OutputSink(proc.stdout)
     sink.start()
-    return _Child(proc=proc, output=sink, started_at=time.monotonic())
+    events = _EventReader(read_fd)
+    events.start()
+    return _Child(proc=proc, output=sink, events=events, started_at=time.monotonic())
 
 
 def _kill(child: _Child) -> None:

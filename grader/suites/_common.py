@@ -10,7 +10,7 @@ from typing import Any, Callable, Sequence
 import torch
 from hypothesis import strategies as st
 
-from grader.engine.measure import measuring
+from grader.worker.measure import measuring
 from grader.protocol import PropertyFailure, show
 
 # Explicit tolerances per dtype (atol, rtol), for results compared with a float32/float64

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from hypothesis import assume, given, settings, strategies as st
 
-from grader.protocol import PropertyFailure, call, expect, kata_test
+from grader.protocol import call_many, PropertyFailure, call, expect, kata_test
 from grader.suites._common import count_ops
 
 ALPHA_PER_TEST = 1e-9
@@ -849,8 +849,9 @@ def spec_runs(solution: Any, name: str) -> tuple[list[list[int]], dict]:
     if key not in _spec_runs:
         gen = torch.Generator().manual_seed(seed)
         drafts = torch.multinomial(q, SPEC_CALLS, replacement=True, generator=gen).T  # (calls, K)
-        runs = [call(solution.speculative_verify, d.clone(), q.clone(), p.clone(), generator=gen,
-                     what="speculative_verify") for d in drafts]
+        runs = call_many(solution.speculative_verify,
+                         [((d.clone(), q.clone(), p.clone()), {"generator": gen}) for d in drafts],
+                         what="speculative_verify")
         for got in runs:
             expect(isinstance(got, list) and 1 <= len(got) <= q.shape[0] + 1,
                    "speculative_verify returns 1 to K + 1 token ids", input=inp, got=got)

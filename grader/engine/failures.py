@@ -1,0 +1,140 @@
+"""A failed test in words a candidate can act on: the property, the shrunk input, expected
+and got, the line of their file, what their code printed, and never the test's source."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from grader.engine.judge_bridge import WorkerCrashed
+from grader.protocol import PropertyFailure
+from grader.worker.bridge import CandidateExit
+
+MAX_MESSAGE_CHARS = 4000
+MAX_DETAIL_CHARS = 4000
+
+
+class KataTimeout(BaseException):
+    """Raised by the alarm when a test runs past its limit. A BaseException so that no
+    ``except Exception`` in a suite's helpers can swallow it."""
+
+
+class CandidateImportError(Exception):
+    """The candidate's file could not be imported (the message says why)."""
+
+
+def import_error_text(info: dict[str, Any]) -> str:
+    """The worker's account of a failed import, as the scorecard says it."""
+    kind = info.get("kind")
+    if kind == "syntax":
+        text = f"your file has a syntax error at line {info.get('lineno')}: {info.get('msg')}"
+        if info.get("text"):
+            text += f"\n    {info['text']}"
+        return text
+    if kind == "raised":
+        text = f"importing your file raised {info.get('type')}: {info.get('msg')}"
+        frames = info.get("frames") or []
+        if frames:
+            text += "\n" + _frames_text(frames)
+        return text
+    return f"importing your file crashed the test process ({info.get('msg') or 'no reason given'})"
+
+
+def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck: str | None = None,
+                     crash: str | None = None, category: str = "") -> tuple[str, dict]:
+    """(message, details) for the scorecard."""
+    if exc is None:
+        return "failed", {}
+    steps = hypothesis_example(exc)
+    group_note = None
+    inner = exc
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        inner = exc.exceptions[0]
+        if type(exc).__name__ == "FlakyFailure":
+            group_note = "failed inconsistently when the same input was run again"
+        else:
+            group_note = f"{len(exc.exceptions)} different failures were found; this is the first"
+    details: dict[str, Any] = {}
+    if isinstance(inner, PropertyFailure):
+        message = inner.prop
+        details = {k: v for k, v in (("input", inner.input), ("expected", inner.expected),
+                                     ("got", inner.got), ("note", inner.note)) if v is not None}
+    elif isinstance(inner, KataTimeout):
+        message = (f"timed out after {timeout_s:g} s: an infinite loop, or code far slower "
+                   "than the reference")
+        if stuck:
+            details["where"] = stuck
+    elif isinstance(inner, WorkerCrashed):
+        message = f"your code crashed the process it runs in ({crash or inner})"
+        if stuck:
+            details["where"] = stuck
+    elif isinstance(inner, CandidateImportError):
+        message = str(inner)
+    elif isinstance(inner, NotImplementedError):
+        message = "not implemented yet (your code raised NotImplementedError)"
+        _add_where(details, inner)
+    elif _missing_name(inner):
+        message = (f"your file does not define `{_missing_name(inner)}` "
+                   "(the stub lists every name the kata needs)")
+    else:
+        name = inner.__class__.__name__
+        text = str(inner).strip().splitlines()[0] if str(inner).strip() else ""
+        remote = getattr(inner, "_kata_remote", False)
+        if remote or isinstance(inner, CandidateExit):
+            message = f"your code raised {name}" + (f": {text}" if text else "")
+            _add_where(details, inner)
+        elif isinstance(inner, AssertionError) and str(inner):
+            message = str(inner)
+        else:
+            message = f"the test could not use what your code returned ({name}" + (f": {text})" if text else ")")
+    if steps:
+        details["example"] = steps
+    if group_note:
+        details["note"] = (details["note"] + "; " + group_note) if details.get("note") else group_note
+    if category == "efficiency":
+        where = "measured in the process that runs your code, around its own calls"
+        details["note"] = (details["note"] + "; " + where) if details.get("note") else where
+    return message[:MAX_MESSAGE_CHARS], {k: (v[:MAX_DETAIL_CHARS] if isinstance(v, str) else v)
+                                         for k, v in details.items()}
+
+
+def _add_where(details: dict[str, Any], exc: BaseException) -> None:
+    frames = getattr(exc, "_kata_frames", None)
+    if frames:
+        details["where"] = _frames_text(frames)
+
+
+def _frames_text(frames: list) -> str:
+    shown = [f"  line {ln}, in {fn}: {code}" for ln, fn, code in frames[-3:]]
+    return "in your file:\n" + "\n".join(shown)
+
+
+def _missing_name(exc: BaseException) -> str | None:
+    """The name in "module 'M' has no attribute 'x'" raised for the candidate's module."""
+    if not isinstance(exc, AttributeError) or not getattr(exc, "_kata_remote", False):
+        return None
+    match = re.fullmatch(r"module '\w+' has no attribute '(\w+)'", str(exc))
+    return match.group(1) if match else None
+
+
+_NOISE = re.compile(r"^\s*(solution|reference)=.*,\s*$")
+# The first line of hypothesis's report of the minimal failing example, across releases:
+# "Falsifying example:" (to 6.15x), "Failing test case:" (6.16x+), and the stateful steps.
+_EXAMPLE_STARTS = ("Falsifying", "Failing test case", "state", "Trying example")
+
+
+def hypothesis_example(exc: BaseException) -> str | None:
+    notes = list(getattr(exc, "__notes__", []) or [])
+    if isinstance(exc, BaseExceptionGroup):
+        for sub in exc.exceptions:
+            notes.extend(getattr(sub, "__notes__", []) or [])
+    lines: list[str] = []
+    for note in notes:
+        if note.startswith(_EXAMPLE_STARTS) or lines:
+            if "reproduce_failure" in note or "Explanation" in note:
+                continue
+            for line in note.splitlines():
+                if not _NOISE.match(line) and "<module" not in line:
+                    lines.append(line)
+    text = "\n".join(lines).strip()
+    return text[:MAX_MESSAGE_CHARS] or None

@@ -1,0 +1,475 @@
+"""The judge's side of the bridge: proxies for the candidate's objects, callbacks for the
+suite's callables, autograd across the boundary, and the worker's share of measurements.
+
+Nothing here runs candidate code: a proxy's every operation is a request to the worker,
+and what comes back is decoded into plain values, tensors, or more proxies.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import socket
+import threading
+import weakref
+from typing import Any, Callable
+
+from grader.worker import codec
+from grader.worker.bridge import Endpoint
+from grader.worker.codec import BridgeError, no_modes
+from grader.worker.modules import apply_module_state, encode_module_state, module_members
+from grader.worker.wire import FramedSocket, WireError
+
+
+class WorkerCrashed(BaseException):
+    """The worker process running the candidate's code died or broke the protocol. A
+    BaseException: hypothesis must not shrink against a process that is gone."""
+
+
+class TypeInfo:
+    __slots__ = ("qualname", "module", "is_class", "is_callable", "methods")
+
+    def __init__(self, qualname: str, module: str, is_class: bool, is_callable: bool,
+                 methods: frozenset[str]) -> None:
+        self.qualname, self.module = qualname, module
+        self.is_class, self.is_callable, self.methods = is_class, is_callable, methods
+
+
+_ALLOWED_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__dict__",
+                              "__wrapped__", "__annotations__"})
+# Attributes that libraries probe on any object they are handed (hypothesis looks for an
+# executor on a test's first argument): answered here, without asking the worker.
+_PROBES = frozenset({"execute_example", "setup_example", "teardown_example",
+                     "hypothesis_internal_is_this_a_mock_check", "_pytestfixturefunction"})
+
+
+class RemoteObject:
+    """Stands in the judge for an object that lives in the worker (a candidate's instance,
+    function, class or module). Equality and hashing are by identity: a verdict never asks
+    the candidate's code whether two things are equal."""
+
+    __slots__ = ("_kata_bridge", "_kata_handle", "_kata_type", "__weakref__")
+
+    def __getattr__(self, name: str) -> Any:
+        if (name.startswith("__") and name.endswith("__") and name not in _ALLOWED_DUNDERS) \
+                or name in _PROBES:
+            raise AttributeError(name)
+        info = self._kata_type
+        if not info.is_class and name in info.methods:
+            return RemoteMethod(self, name)
+        return self._kata_bridge.request("getattr", self, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_kata_"):
+            object.__setattr__(self, name, value)
+        else:
+            self._kata_bridge.request("setattr", self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._kata_bridge.request("delattr", self, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._kata_bridge.request("call", self, args, tuple(kwargs.items()))
+
+    def __len__(self) -> int:
+        return _typed(self._kata_bridge.request("len", self), int, "len()")
+
+    def __iter__(self) -> Any:
+        return iter(_typed(self._kata_bridge.request("iter", self), list, "iter()"))
+
+    def __next__(self) -> Any:
+        return self._kata_bridge.request("next", self)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._kata_bridge.request("getitem", self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._kata_bridge.request("setitem", self, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._kata_bridge.request("delitem", self, key)
+
+    def __contains__(self, key: Any) -> bool:
+        return _typed(self._kata_bridge.request("contains", self, key), bool, "in")
+
+    def __bool__(self) -> bool:
+        return _typed(self._kata_bridge.request("bool", self), bool, "bool()")
+
+    def __int__(self) -> int:
+        return _typed(self._kata_bridge.request("int", self), int, "int()")
+
+    def __float__(self) -> float:
+        return _typed(self._kata_bridge.request("float", self), float, "float()")
+
+    def __index__(self) -> int:
+        return _typed(self._kata_bridge.request("index", self), int, "index")
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        return _typed(self._kata_bridge.request("isinstance", obj, self), bool, "isinstance()")
+
+    def __subclasscheck__(self, cls: Any) -> bool:
+        return _typed(self._kata_bridge.request("issubclass", cls, self), bool, "issubclass()")
+
+    def __dir__(self) -> list[str]:
+        return _typed(self._kata_bridge.request("dir", self), list, "dir()")
+
+    def __repr__(self) -> str:
+        try:
+            text = self._kata_bridge.request("repr", self)
+        except BaseException:  # noqa: BLE001 - a repr must not fail a report
+            text = None
+        return text if isinstance(text, str) else f"<{self._kata_type.qualname} object of your code>"
+
+    def __str__(self) -> str:
+        try:
+            text = self._kata_bridge.request("str", self)
+        except BaseException:  # noqa: BLE001
+            text = None
+        return text if isinstance(text, str) else repr(self)
+
+    def __hash__(self) -> int:
+        return object.__hash__(self)
+
+    def __reduce__(self) -> Any:
+        raise TypeError("an object of the candidate's code cannot be pickled in the judge")
+
+
+class RemoteMethod:
+    """A method of a candidate object, bound on the judge's side: calling it is one request."""
+
+    __slots__ = ("_obj", "_name")
+
+    def __init__(self, obj: RemoteObject, name: str) -> None:
+        self._obj, self._name = obj, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._obj._kata_bridge.request("callmethod", self._obj, self._name, args,
+                                              tuple(kwargs.items()))
+
+    def __repr__(self) -> str:
+        return f"<method {self._name} of {self._obj._kata_type.qualname} (your code)>"
+
+
+def call_many(fn: Any, calls: list[tuple[tuple, dict]]) -> list:
+    """[fn(*args, **kwargs) for args, kwargs in calls]: when `fn` is the candidate's, the
+    worker runs the loop and the whole batch is one request (thousands of small calls, as a
+    distribution test makes, would otherwise cost a round trip each)."""
+    calls = [(tuple(args), tuple(dict(kwargs).items())) for args, kwargs in calls]
+    if isinstance(fn, RemoteMethod):
+        target = fn._obj._kata_bridge.request("getattr", fn._obj, fn._name)
+        return _typed(target._kata_bridge.request("call_many", target, calls), list, "call_many")
+    if isinstance(fn, RemoteObject):
+        return _typed(fn._kata_bridge.request("call_many", fn, calls), list, "call_many")
+    return [fn(*args, **dict(kwargs)) for args, kwargs in calls]
+
+
+def _typed(value: Any, kind: type, what: str) -> Any:
+    if type(value) is not kind:
+        raise TypeError(f"{what} of an object of your code returned {type(value).__name__}, not {kind.__name__}")
+    return value
+
+
+# ------------------------------------------------------------------------ endpoint
+
+
+class JudgeEndpoint(Endpoint):
+    ROLE = "judge"
+
+    def __init__(self, main: FramedSocket, broker: socket.socket,
+                 on_output: Callable[[str, int], None] | None = None) -> None:
+        super().__init__(main, sign=+1)
+        self.broker = broker
+        self.broker_lock = threading.Lock()
+        self.extra_channels: list[FramedSocket] = []
+        self.proxies: "weakref.WeakValueDictionary[int, RemoteObject]" = weakref.WeakValueDictionary()
+        self.types: dict[int, TypeInfo] = {}
+        self.callbacks: dict[int, Callable] = {}
+        self.callback_ids: dict[int, int] = {}
+        self.handle_ids = itertools.count(1)
+        self.released_handles: list[int] = []
+        self.errors_by_token: dict[int, BaseException] = {}
+        self.on_output = on_output or (lambda text, dropped: None)
+        self.dead_sids: list[int] = []
+        self.rng_synced: bytes | None = None
+        self.measure_kinds: tuple[str, ...] | None = None
+        self.measure_share: dict[str, Any] = {}
+        self.measure_waited = 0.0
+
+    def broken_error(self) -> BaseException:
+        return WorkerCrashed(self.broken or "the worker is gone")
+
+    # ---------------------------------------------------------------- channels
+
+    def new_channel(self) -> FramedSocket:
+        ours, theirs = socket.socketpair()
+        with self.broker_lock:
+            socket.send_fds(self.broker, [b"c"], [theirs.fileno()])
+        theirs.close()
+        chan = FramedSocket(ours)
+        self.extra_channels.append(chan)
+        return chan
+
+    def module(self, handle: Any) -> Any:
+        with self.registry.lock, no_modes():
+            return self.decode(handle)
+
+    # ---------------------------------------------------------------- per call
+
+    def call_context(self) -> Any:
+        ctx: dict[str, Any] = {}
+        torch = codec.torch_loaded()
+        if torch is not None:
+            ctx["grad"] = torch.is_grad_enabled()
+            state = torch.default_generator.get_state().numpy().tobytes()
+            if state != self.rng_synced:
+                ctx["rng"] = state
+                self.rng_synced = state
+        if self.measure_kinds:
+            ctx["measure"] = self.measure_kinds
+        return ctx
+
+    def on_extra(self, extra: Any) -> None:
+        if type(extra) is not dict:
+            return
+        out = extra.get("out")
+        if type(out) is str and out or extra.get("dropped"):
+            self.on_output(out if type(out) is str else "", int(extra.get("dropped") or 0))
+        state = extra.get("rng")
+        torch = codec.torch_loaded()
+        if type(state) is bytes and torch is not None:
+            try:
+                torch.default_generator.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8).clone())
+                self.rng_synced = state
+            except (RuntimeError, ValueError):
+                pass
+        share = extra.get("measure")
+        if self.measure_kinds and type(share) is dict:
+            _add_share(self.measure_share, share)
+
+    def collects_garbage(self) -> bool:
+        # With several channels, an answer in flight on one may still name what another
+        # would release: collect only while one channel is in use.
+        return not self.extra_channels
+
+    def note_dead(self, sids: list[int]) -> None:
+        self.dead_sids.extend(sids)
+
+    def collect_releases(self) -> list:
+        handles, self.released_handles = self.released_handles, []
+        sids, self.dead_sids = self.dead_sids, []
+        return [sids, handles]
+
+    # ---------------------------------------------------------------- measurement
+
+    def begin_measure(self, kinds: tuple[str, ...]) -> None:
+        self.measure_kinds = tuple(kinds)
+        self.measure_share = {}
+        self.measure_waited = self.waited_s
+
+    def end_measure(self) -> tuple[dict[str, Any], float]:
+        share, waited = self.measure_share, self.waited_s - self.measure_waited
+        self.measure_kinds, self.measure_share = None, {}
+        return share, waited
+
+    # ---------------------------------------------------------------- reset
+
+    def reset(self) -> None:
+        """Between tests: forget every shared object, proxy and callback, on both sides."""
+        if not self.broken:
+            self.request("reset")
+        for chan in self.extra_channels:
+            chan.close()
+        self.extra_channels.clear()
+        self._local.channel = self.main
+        self.registry.clear()
+        self.callbacks.clear()
+        self.callback_ids.clear()
+        self.errors_by_token.clear()
+        self.released_handles.clear()
+        self.dead_sids.clear()
+
+    # ---------------------------------------------------------------- encode (judge -> worker)
+
+    def encode_other(self, value: Any, depth: int) -> Any:
+        if isinstance(value, RemoteObject):
+            return ("r", object.__getattribute__(value, "_kata_handle"))
+        if isinstance(value, RemoteMethod):
+            return ("rm", value._obj._kata_handle, value._name)
+        torch = codec.torch_loaded()
+        if torch is not None and isinstance(value, torch.nn.Module):
+            return self.encode_module(value, depth)
+        if callable(value):
+            return ("C", self.export_callback(value))
+        raise BridgeError(f"the suite passed a {type(value).__name__} to the candidate's code; "
+                          "only plain data, tensors, generators, torch.nn modules and callables cross")
+
+    def export_callback(self, fn: Callable) -> int:
+        handle = self.callback_ids.get(id(fn))
+        if handle is None or self.callbacks.get(handle) is not fn:
+            handle = next(self.handle_ids)
+            self.callbacks[handle] = fn
+            self.callback_ids[id(fn)] = handle
+        return handle
+
+    def encode_module(self, module: Any, depth: int) -> Any:
+        reg = self.registry
+        sid = reg.sid_of(module)
+        if sid is not None:
+            return self.encode_shared(module, depth=depth)
+        sid = reg.new_sid()
+        reg.put(sid, module)
+        members = []
+        for kind, name, tensor in module_members(module):
+            tsid = reg.sid_of(tensor)
+            if tsid is None:
+                tsid = reg.new_sid()
+                reg.put(tsid, tensor)
+            reg.mark_synced(tsid, tensor)
+            members.append((kind, name, tsid))
+        pickled = pickle.dumps(module, protocol=5)
+        reg.mark_synced(sid, module)
+        return ("M", sid, pickled, members)
+
+    def encode_content(self, sid: int, obj: Any, depth: int) -> Any:
+        torch = codec.torch_loaded()
+        if torch is not None and isinstance(obj, torch.nn.Module):
+            return encode_module_state(self, sid, obj, depth)
+        return super().encode_content(sid, obj, depth)
+
+    # ---------------------------------------------------------------- decode (worker -> judge)
+
+    def _d_proxy(self, tree: tuple, depth: int) -> Any:
+        if len(tree) != 4 or type(tree[1]) is not int or type(tree[2]) is not int:
+            raise WireError("malformed handle")
+        _, handle, tid, info = tree
+        if info is not None:
+            self.types[tid] = _type_info(info)
+        if tid not in self.types:
+            raise WireError("a handle of an unknown type")
+        proxy = self.proxies.get(handle)
+        if proxy is None:
+            proxy = object.__new__(RemoteObject)
+            proxy._kata_bridge = self
+            proxy._kata_handle = handle
+            proxy._kata_type = self.types[tid]
+            self.proxies[handle] = proxy
+            weakref.finalize(proxy, self.released_handles.append, handle)
+        return proxy
+
+    def _d_callback(self, tree: tuple, depth: int) -> Any:
+        fn = self.callbacks.get(tree[1]) if len(tree) == 2 else None
+        if fn is None:
+            raise WireError("a reference to an unknown callback")
+        return fn
+
+    def _d_module_state(self, tree: tuple, depth: int) -> Any:
+        return apply_module_state(self, tree, depth)
+
+    def finish_tensor(self, value: Any, requires_grad: bool, is_param: bool, grad: Any, extra: Any) -> Any:
+        if type(extra) is int and requires_grad:
+            return remote_autograd_output(self, extra, value)
+        return super().finish_tensor(value, requires_grad, is_param, grad, None)
+
+    DECODERS = {**Endpoint.DECODERS, "R": _d_proxy, "c": _d_callback, "MU": _d_module_state}
+
+    # ---------------------------------------------------------------- callbacks in
+
+    def run_op(self, op: Any, args: Any, ctx: Any) -> Any:
+        if op != "callback" or type(args) is not list or len(args) != 3:
+            raise BridgeError("the worker may only call callbacks")
+        fn, cargs, ckwargs = args
+        if not callable(fn) or type(cargs) is not tuple or type(ckwargs) is not tuple:
+            raise BridgeError("malformed callback")
+        return fn(*cargs, **_kwargs(ckwargs))
+
+    def encode_exception(self, exc: BaseException) -> Any:
+        # A judge exception (a suite's PropertyFailure in a callback) keeps its identity
+        # through the worker: it comes back as itself, not as a copy.
+        token = next(self.handle_ids)
+        self.errors_by_token[token] = exc
+        exc._kata_token = token
+        return super().encode_exception(exc)
+
+    def decode_exception(self, body: Any) -> BaseException:
+        exc = super().decode_exception(body)
+        original = self.errors_by_token.get(getattr(exc, "_kata_token", None))
+        return original if original is not None else exc
+
+
+def _kwargs(pairs: tuple) -> dict[str, Any]:
+    if not all(type(p) is tuple and len(p) == 2 and type(p[0]) is str for p in pairs):
+        raise BridgeError("malformed keyword arguments")
+    return dict(pairs)
+
+
+def _add_share(total: dict[str, Any], share: dict[str, Any]) -> None:
+    for key in ("ops", "flops", "syncs", "time_s"):
+        value = share.get(key, 0)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            total[key] = total.get(key, 0) + value
+    storages = share.get("storages")
+    if type(storages) is list:
+        total.setdefault("storages", []).extend(
+            s for s in storages[:100_000] if type(s) is list and len(s) == 3)
+
+
+def _type_info(info: Any) -> TypeInfo:
+    if type(info) is not tuple or len(info) != 5:
+        raise WireError("malformed type information")
+    qualname, module, is_class, is_callable, methods = info
+    return TypeInfo(codec.ensure_str(qualname, "a type name")[:200], codec.ensure_str(module, "a module")[:200],
+                    bool(is_class), bool(is_callable),
+                    frozenset(m for m in methods if type(m) is str) if type(methods) is list else frozenset())
+
+
+# ------------------------------------------------------------------------ autograd
+
+
+def remote_autograd_output(endpoint: JudgeEndpoint, handle: int, value: Any) -> Any:
+    """A judge tensor equal to `value` whose backward pass runs in the worker: gradients
+    flow to the judge tensors the candidate received (through autograd) and to the
+    candidate's own parameters (in the worker)."""
+    import torch
+
+    reg = endpoint.registry
+    sids = [sid for sid, obj in reg.objects.items()
+            if sid > 0 and isinstance(obj, torch.Tensor) and obj.requires_grad]
+    inputs = [reg.objects[sid] for sid in sids]
+    anchor = torch.zeros((), requires_grad=True)  # so that the output always requires grad
+    with torch.enable_grad():
+        out = _remote_backward().apply(value, anchor, (endpoint, handle, sids), *inputs)
+    # The worker keeps the graph as long as the judge's graph node lives (not the tensor:
+    # `(out * w).sum().backward()` drops `out` before the backward pass reaches it).
+    weakref.finalize(out.grad_fn, endpoint.released_handles.append, handle)
+    return out
+
+
+_REMOTE_BACKWARD: Any = None
+
+
+def _remote_backward() -> Any:
+    global _REMOTE_BACKWARD
+    if _REMOTE_BACKWARD is None:
+        import torch
+
+        class RemoteBackward(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx: Any, value: Any, anchor: Any, where: Any, *inputs: Any) -> Any:
+                ctx.where = where
+                ctx.shapes = [(t.shape, t.dtype) for t in inputs]
+                return value.clone()
+
+            @staticmethod
+            def backward(ctx: Any, grad: Any) -> Any:
+                endpoint, handle, sids = ctx.where
+                deltas = endpoint.request("backward", handle, grad.detach(), sids)
+                if type(deltas) is not list or len(deltas) != len(sids):
+                    deltas = [None] * len(sids)
+                out = []
+                for delta, (shape, dtype) in zip(deltas, ctx.shapes):
+                    ok = isinstance(delta, torch.Tensor) and delta.shape == shape
+                    out.append(delta.to(dtype) if ok else None)
+                return (None, None, None, *out)
+
+        _REMOTE_BACKWARD = RemoteBackward
+    return _REMOTE_BACKWARD

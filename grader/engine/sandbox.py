@@ -1,0 +1,245 @@
+"""How the worker process is started: inside a bubblewrap sandbox where the OS offers one,
+otherwise as a plain process with limits ("uncontained").
+
+Contained (Linux with ``bwrap``):
+
+* new user, PID, network, IPC, UTS and cgroup namespaces; no network at all; the process
+  sees only itself (no ``/proc/<judge>``), dies with the judge, runs in a new session;
+* a filesystem of read-only binds: the Python installation (with the grader's own packages
+  masked), the worker's package as ``/kata/kata_worker``, the solution file, and a private
+  size-limited ``/tmp``; nothing of the checkout, the home folder or the coach's files;
+* an empty environment but for PATH, locale and Python settings;
+* no process creation (``seccomp``: threads only), and rlimits on address space, file size,
+  CPU time and open files.
+
+Uncontained: the same rlimits and (on Linux) the same seccomp filter, a scrubbed
+environment, a temporary working folder and an import blocker for the grader's packages;
+but the filesystem and the network are the user's. ``kata homework review`` refuses to run
+this way unless the coach says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from grader.engine import seccomp
+
+WORKER_PACKAGE = Path(__file__).resolve().parents[1] / "worker"
+ENV_SANDBOX = "KATA_SANDBOX"  # auto (default) | bwrap (required) | none
+_KEPT_ENV = ("LANG", "LC_ALL", "TZ", "TRITON_INTERPRET", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+             "CUDA_VISIBLE_DEVICES")
+_BOOT = "import kata_worker.main as m; m.main()"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the worker may use. None: no limit of that kind."""
+
+    memory_bytes: int | None = 16 * 1024**3
+    file_bytes: int | None = 64 * 1024**2
+    cpu_seconds: int | None = None
+    open_files: int = 512
+    tmp_bytes: int = 256 * 1024**2
+
+
+@dataclass
+class WorkerCommand:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    preexec: Callable[[], None]
+    pass_fds: tuple[int, ...]
+    contained: bool
+    candidate_path: str
+    notes: list[str] = field(default_factory=list)
+    cleanup: list[Path] = field(default_factory=list)
+
+
+def mode() -> str:
+    value = os.environ.get(ENV_SANDBOX, "auto").strip().lower()
+    return value if value in ("auto", "bwrap", "none") else "auto"
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_available() -> str | None:
+    """Why bwrap cannot be used here, or None when it can (probed once per process)."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bubblewrap (bwrap) is not installed"
+    probe = [exe, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--proc", "/proc",
+             "--dev", "/dev", "true"]
+    try:
+        result = subprocess.run(probe, capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap does not start ({exc})"
+    if result.returncode != 0:
+        return f"bwrap cannot create namespaces here ({result.stderr.decode(errors='replace').strip()[:200]})"
+    return None
+
+
+def build(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits: Limits,
+          info_fd: int | None = None) -> WorkerCommand:
+    """The command that starts a worker for `solution` (registered as `module`), talking to
+    the judge on the socket `fds[0]` (and `fds[1]` for extra channels)."""
+    wanted = mode()
+    why_not = bwrap_available() if wanted != "none" else "KATA_SANDBOX=none"
+    if wanted == "bwrap" and why_not:
+        raise RuntimeError(f"KATA_SANDBOX=bwrap, but {why_not}")
+    if why_not is None:
+        return _bwrap(solution, module, fds, limits, info_fd)
+    return _plain(solution, module, fds, tmp, limits, why_not)
+
+
+def _python() -> str:
+    # As invoked, not resolved: a virtual environment is found from its own bin/python.
+    return os.path.abspath(sys.executable)
+
+
+def _worker_args(module: str, file: str, fds: tuple[int, int], block: bool) -> list[str]:
+    args = ["-s", "-c", _BOOT, "--module", module, "--file", file, "--fd", str(fds[0]),
+            "--broker-fd", str(fds[1])]
+    return args + (["--block-grader"] if block else [])
+
+
+def _base_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
+    env.update({"PATH": "/usr/bin:/bin", "HOME": "/tmp", "PYTHONHASHSEED": "0",
+                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "MPLBACKEND": "Agg",
+                "PYTHONIOENCODING": "utf-8"})
+    return env
+
+
+def _rlimits(limits: Limits, with_seccomp: bool) -> Callable[[], None]:
+    def apply() -> None:
+        import resource
+
+        def cap(kind: int, value: int) -> None:
+            soft, hard = resource.getrlimit(kind)
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(kind, (value, value))
+
+        if limits.memory_bytes:
+            cap(resource.RLIMIT_AS, limits.memory_bytes)
+        if limits.file_bytes:
+            cap(resource.RLIMIT_FSIZE, limits.file_bytes)
+        if limits.cpu_seconds:
+            cap(resource.RLIMIT_CPU, limits.cpu_seconds)
+        cap(resource.RLIMIT_NOFILE, limits.open_files)
+        cap(resource.RLIMIT_CORE, 0)
+        if with_seccomp:
+            seccomp.install_in_this_process()
+
+    return apply
+
+
+def _python_roots() -> list[str]:
+    """Folders the interpreter and its packages live in."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(_python())}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        path = sysconfig.get_paths().get(key)
+        if path:
+            roots.add(path)
+    roots.update(site.getsitepackages())
+    real = sorted({os.path.realpath(r) for r in roots if os.path.isdir(r)} |
+                  {r for r in roots if os.path.isdir(r)})
+    # Keep the outermost folders only.
+    out: list[str] = []
+    for root in real:
+        if not any(root == o or root.startswith(o.rstrip("/") + "/") for o in out):
+            out.append(root)
+    return out
+
+
+def _grader_folders() -> list[str]:
+    """The grader's own packages on disk: masked inside the sandbox."""
+    import grader
+
+    folders = [os.path.dirname(grader.__file__)]
+    try:
+        import reference
+
+        folders.append(os.path.dirname(reference.__file__))
+    except ImportError:
+        pass
+    return [os.path.realpath(f) for f in folders]
+
+
+def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
+           info_fd: int | None) -> WorkerCommand:
+    exe = shutil.which("bwrap") or "bwrap"
+    inside = f"/kata/solution/{module}.py"
+    argv = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--uid", "65534", "--gid", "65534", "--hostname", "kata-worker"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+                "/etc/alternatives", "/etc/nsswitch.conf"):
+        argv += ["--ro-bind-try", etc, etc]
+    argv += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    for root in _python_roots():
+        if not root.startswith("/usr/"):
+            argv += ["--ro-bind", root, root]
+    for folder in _grader_folders():
+        if any(folder.startswith(r.rstrip("/") + "/") for r in _python_roots() + ["/usr"]):
+            argv += ["--tmpfs", folder]  # installed in site-packages: hide it
+    for dev in sorted(Path("/dev").glob("nvidia*")):
+        argv += ["--dev-bind", str(dev), str(dev)]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
+             "--ro-bind", str(WORKER_PACKAGE), "/kata/kata_worker",
+             "--ro-bind", str(solution.resolve()), inside,
+             "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    env = {**_base_env(), "PYTHONPATH": "/kata"}
+    for key, value in env.items():
+        argv += ["--setenv", key, value]
+    pass_fds = list(fds)
+    if seccomp.supported():
+        read_fd = _program_fd(seccomp.no_fork_program())
+        argv += ["--seccomp", str(read_fd)]
+        pass_fds.append(read_fd)
+    if info_fd is not None:
+        argv += ["--info-fd", str(info_fd)]
+        pass_fds.append(info_fd)
+    argv += ["--", _python()] + _worker_args(module, inside, fds, block=False)
+    return WorkerCommand(argv=argv, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/",
+                         preexec=_rlimits(limits, with_seccomp=False), pass_fds=tuple(pass_fds),
+                         contained=True, candidate_path=inside)
+
+
+def _program_fd(program: bytes) -> int:
+    """A pipe's read end holding the program (bwrap reads it once at start)."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, program)
+    os.close(write_fd)
+    return read_fd
+
+
+def _plain(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits: Limits,
+           why: str) -> WorkerCommand:
+    pkg_root = tmp / "pkg"
+    target = pkg_root / "kata_worker"
+    if not target.exists():
+        shutil.copytree(WORKER_PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    work = tmp / "cwd"
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**_base_env(), "PYTHONPATH": str(pkg_root), "HOME": str(work), "TMPDIR": str(work),
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    path = str(solution.resolve())
+    return WorkerCommand(argv=[_python()] + _worker_args(module, path, fds, block=True), env=env,
+                         cwd=str(work), preexec=_rlimits(limits, with_seccomp=seccomp.supported()),
+                         pass_fds=tuple(fds), contained=False, candidate_path=path,
+                         notes=[f"uncontained: {why}"])

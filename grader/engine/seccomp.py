@@ -1,0 +1,93 @@
+"""A seccomp filter that stops the worker from creating processes.
+
+The candidate's code needs threads (torch uses them, the scheduler kata tests them) but
+never a process: with no fork, no daemon can outlive the review, no second process can add
+to the memory limit, and no child can escape the session. The filter allows ``clone`` only
+with ``CLONE_THREAD``, answers ``clone3`` with ENOSYS (glibc then falls back to ``clone``)
+and ``fork``/``vfork`` with EPERM.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JGE_K = 0x35
+_JSET_K = 0x45
+_RET_K = 0x06
+_ALLOW = 0x7FFF0000
+_KILL_PROCESS = 0x80000000
+_ERRNO = 0x00050000
+_CLONE_THREAD = 0x00010000
+
+# (audit arch, clone, clone3, fork, vfork); fork/vfork do not exist on aarch64.
+_ARCHES = {
+    "x86_64": (0xC000003E, 56, 435, 57, 58),
+    "aarch64": (0xC00000B7, 220, 435, None, None),
+}
+
+
+def supported() -> bool:
+    return platform.machine() in _ARCHES
+
+
+def no_fork_program() -> bytes:
+    """The filter as a compiled classic-BPF program (what bwrap --seccomp reads)."""
+    arch, clone, clone3, fork, vfork = _ARCHES[platform.machine()]
+    eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
+    code: list[tuple[int, Any, Any, int]] = [
+        (_LD_W_ABS, 0, 0, 4),                 # arch
+        (_JEQ_K, 0, "kill", arch),
+        (_LD_W_ABS, 0, 0, 0),                 # syscall number
+    ]
+    if platform.machine() == "x86_64":
+        code.append((_JGE_K, "kill", 0, 0x40000000))  # the x32 ABI
+    for nr in (fork, vfork):
+        if nr is not None:
+            code.append((_JEQ_K, "eperm", 0, nr))
+    code += [
+        (_JEQ_K, "enosys", 0, clone3),
+        (_JEQ_K, "clone", 0, clone),
+        (_RET_K, 0, 0, _ALLOW),
+    ]
+    labels = {"clone": len(code)}
+    code += [(_LD_W_ABS, 0, 0, 16),           # clone's flags (args[0], low word)
+             (_JSET_K, "allow", "eperm", _CLONE_THREAD)]
+    labels["allow"] = len(code)
+    code.append((_RET_K, 0, 0, _ALLOW))
+    labels["eperm"] = len(code)
+    code.append((_RET_K, 0, 0, eperm))
+    labels["enosys"] = len(code)
+    code.append((_RET_K, 0, 0, enosys))
+    labels["kill"] = len(code)
+    code.append((_RET_K, 0, 0, _KILL_PROCESS))
+    out = bytearray()
+    for i, (op, jt, jf, k) in enumerate(code):
+        jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
+        jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        out += struct.pack("<HBBI", op, jt, jf, k)
+    return bytes(out)
+
+
+def install_in_this_process() -> None:
+    """Load the filter into the calling process (the no-sandbox fallback, from preexec_fn)."""
+    import ctypes
+
+    program = no_fork_program()
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    prog = SockFprog(len(program) // 8, program)
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+
+from typing import Any  # noqa: E402 - used in annotations only

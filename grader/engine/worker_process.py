@@ -1,0 +1,208 @@
+"""One worker process as the judge sees it: start it (sandboxed when possible), wait for its
+hello, ask it for a stack dump when a call hangs, kill it.
+
+The worker's own stdout/stderr (C-level writes, the stack dump) are drained by a thread;
+what the candidate's code prints through Python arrives with each answer instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from grader.engine import sandbox
+from grader.engine.judge_bridge import JudgeEndpoint
+from grader.worker.wire import FramedSocket, PeerClosed, WireError
+
+_MAX_RAW_OUTPUT = 64_000
+
+
+class WorkerProcess:
+    def __init__(self, solution: Path, module: str, limits: sandbox.Limits,
+                 on_output: Callable[[str, int], None]) -> None:
+        self.solution, self.module, self.limits = solution, module, limits
+        self.on_output = on_output
+        self.tmp = Path(tempfile.mkdtemp(prefix="kata-worker-"))
+        self.proc: subprocess.Popen | None = None
+        self.endpoint: JudgeEndpoint | None = None
+        self.command: sandbox.WorkerCommand | None = None
+        self.raw = bytearray()
+        self.raw_lock = threading.Lock()
+        self.inner_pid: int | None = None
+        self.dumping = False  # fd output after a stack-dump request is the dump, not the code's
+        self._info_fd: int | None = None
+        self._main: socket.socket | None = None
+        self._broker: socket.socket | None = None
+
+    @property
+    def contained(self) -> bool:
+        return bool(self.command and self.command.contained)
+
+    @property
+    def candidate_path(self) -> str:
+        return self.command.candidate_path if self.command else str(self.solution)
+
+    def start(self) -> None:
+        main, main_child = socket.socketpair()
+        broker, broker_child = socket.socketpair()
+        info_r, info_w = os.pipe()
+        cmd = sandbox.build(self.solution, self.module, (main_child.fileno(), broker_child.fileno()),
+                            self.tmp, self.limits, info_fd=info_w)
+        self.command = cmd
+        try:
+            self.proc = subprocess.Popen(cmd.argv, env=cmd.env, cwd=cmd.cwd, pass_fds=cmd.pass_fds,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         preexec_fn=cmd.preexec)
+        finally:
+            for fd in set(cmd.pass_fds) - {main_child.fileno(), broker_child.fileno()}:
+                _close(fd)
+            main_child.close()
+            broker_child.close()
+            _close(info_w)
+        self._info_fd = info_r if cmd.contained else None
+        if not cmd.contained:
+            _close(info_r)
+            self.inner_pid = self.proc.pid
+        self._main, self._broker = main, broker
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        while True:
+            chunk = self.proc.stdout.read1(65536) if hasattr(self.proc.stdout, "read1") else self.proc.stdout.read(65536)
+            if not chunk:
+                return
+            with self.raw_lock:
+                if len(self.raw) < _MAX_RAW_OUTPUT:
+                    self.raw.extend(chunk[: _MAX_RAW_OUTPUT - len(self.raw)])
+            if not self.dumping:
+                self.on_output(chunk.decode(errors="replace"), 0)
+
+    def hello(self) -> tuple[bool, Any, JudgeEndpoint | None]:
+        """Wait for the worker's hello: (True, module proxy, endpoint) or (False, why, None)."""
+        assert self._main is not None and self._broker is not None
+        chan = FramedSocket(self._main)
+        try:
+            msg = chan.recv()
+        except (PeerClosed, WireError, OSError) as exc:
+            return False, {"kind": "crashed", "msg": self.exit_text() or str(exc)}, None
+        if type(msg) is not tuple or len(msg) != 4 or msg[0] != "hello":
+            return False, {"kind": "crashed", "msg": "the worker broke the protocol at start"}, None
+        _, ok, body, extra = msg
+        endpoint = JudgeEndpoint(chan, self._broker, on_output=self.on_output)
+        endpoint.on_extra(extra)
+        if not ok:
+            return False, body if type(body) is dict else {"kind": "crashed", "msg": "?"}, None
+        self.endpoint = endpoint
+        try:
+            return True, endpoint.module(body), endpoint
+        except (WireError, ValueError) as exc:
+            return False, {"kind": "crashed", "msg": f"the worker sent a bad hello ({exc})"}, None
+
+    def _python_pid(self) -> int | None:
+        if self.inner_pid is not None:
+            return self.inner_pid
+        if self._info_fd is not None:
+            ready, _, _ = select.select([self._info_fd], [], [], 0.5)
+            if ready:
+                try:
+                    info = json.loads(os.read(self._info_fd, 65536) or b"{}")
+                    init = int(info.get("child-pid", 0))
+                    children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+                    self.inner_pid = int(children[0]) if children else init
+                except (ValueError, OSError):
+                    pass
+        return self.inner_pid
+
+    def stack_dump(self, wait_s: float = 0.5) -> str:
+        """The worker's thread stacks right now (a faulthandler dump), or ""."""
+        pid = self._python_pid()
+        if pid is None or self.proc is None or self.proc.poll() is not None:
+            return ""
+        with self.raw_lock:
+            start = len(self.raw)
+        self.dumping = True
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return ""
+        deadline = time.monotonic() + wait_s
+        text, seen = "", -1
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            with self.raw_lock:
+                text = bytes(self.raw[start:]).decode(errors="replace")
+            if "most recent call first" in text and len(text) == seen:
+                break  # the dump has stopped growing
+            seen = len(text)
+        return text
+
+    def candidate_frames(self, dump: str) -> list[tuple[int, str]]:
+        """(line, function) of the dump's frames in the candidate's file, innermost first."""
+        path = re.escape(self.candidate_path)
+        return [(int(m.group(1)), m.group(2))
+                for m in re.finditer(rf'File "{path}", line (\d+) in (\S+)', dump)]
+
+    def exit_text(self) -> str:
+        if self.proc is None:
+            return ""
+        try:
+            code = self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            return ""
+        if self.contained and code > 128:
+            code = -(code - 128)  # bwrap reports a child killed by signal N as 128 + N
+        if code < 0:
+            try:
+                return f"killed by signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            for pid in filter(None, (self.inner_pid, self.proc.pid)):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not time out
+                pass
+        for sock in (self._main, self._broker):
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        if self._info_fd is not None:
+            _close(self._info_fd)
+            self._info_fd = None
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass

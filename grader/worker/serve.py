@@ -1,0 +1,406 @@
+"""The worker's side of the bridge: runs the judge's requests on the candidate's objects.
+
+Candidate objects go back to the judge as handles (with what the judge needs to know of
+their type: its name, whether it is a class, which attributes are methods); the judge's
+callables come in as ``Callback`` stubs. Around every operation that runs candidate code
+the worker applies the judge's grad mode and global RNG state, and, when the judge is
+measuring, the meters of ``measure`` (so the candidate's share is measured here, with the
+transport left out).
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import itertools
+import operator
+import pickle
+import socket
+import sys
+import threading
+import time
+import traceback
+import types
+from itertools import islice
+from typing import Any
+
+from . import codec, measure
+from .bridge import Endpoint
+from .codec import BridgeError, no_modes
+from .wire import FramedSocket, PeerClosed, WireError
+
+MAX_ITEMS = 1_000_000
+MAX_OUTPUT_CHARS = 64_000
+
+
+class Callback:
+    """A judge callable, as the candidate's code sees it: something to call, nothing more."""
+
+    __slots__ = ("_kata_endpoint", "_kata_handle")
+
+    def __init__(self, endpoint: "WorkerEndpoint", handle: int) -> None:
+        self._kata_endpoint, self._kata_handle = endpoint, handle
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._kata_endpoint.request("callback", self, args, tuple(kwargs.items()))
+
+    def __repr__(self) -> str:
+        return "<function provided by the grader>"
+
+
+class OutputCapture(io.TextIOBase):
+    """sys.stdout / sys.stderr of the worker: keeps the candidate's printed text (up to a
+    cap) for the judge to show with the test that printed it."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+        self.dropped = 0
+        self.lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: Any) -> int:
+        text = str(text)
+        with self.lock:
+            room = MAX_OUTPUT_CHARS - self.size
+            if room > 0:
+                self.parts.append(text[:room])
+                self.size += min(len(text), room)
+            self.dropped += max(len(text) - max(room, 0), 0)
+        return len(text)
+
+    def drain(self) -> tuple[str, int]:
+        with self.lock:
+            text, dropped = "".join(self.parts), self.dropped
+            self.parts, self.dropped = [], 0
+            return text, dropped
+
+    def new_test(self) -> None:
+        with self.lock:
+            self.size = 0
+
+
+class WorkerEndpoint(Endpoint):
+    ROLE = "worker"
+
+    def __init__(self, main: FramedSocket, module: Any, candidate_path: str,
+                 capture: OutputCapture | None) -> None:
+        super().__init__(main, sign=-1)
+        self.module = module
+        self.candidate_path = candidate_path
+        self.capture = capture
+        self.handles: dict[int, Any] = {}
+        self.handle_by_id: dict[int, int] = {}
+        self.handle_ids = itertools.count(1)
+        self.types: dict[type, tuple[int, tuple]] = {}
+        self.types_sent: set[int] = set()
+        self.type_ids = itertools.count(1)
+        self.stubs: dict[int, Callback] = {}
+        self.pending_rng: bytes | None = None
+        self.rng_after: bytes | None = None
+        self.share: dict[str, Any] = {}
+        self.module_handle = self.export(module)
+
+    # ---------------------------------------------------------------- handles
+
+    def export(self, obj: Any) -> int:
+        handle = self.handle_by_id.get(id(obj))
+        if handle is not None and self.handles.get(handle) is obj:
+            return handle
+        handle = next(self.handle_ids)
+        self.handles[handle] = obj
+        self.handle_by_id[id(obj)] = handle
+        return handle
+
+    def hello(self) -> Any:
+        with self.registry.lock, no_modes():
+            return self.encode_other(self.module, 0)
+
+    def encode_other(self, value: Any, depth: int) -> Any:
+        if self.registry.sid_of(value) is not None:  # a module the judge passed in
+            return self.encode_shared(value, depth=depth)
+        if isinstance(value, Callback):
+            return ("c", value._kata_handle)
+        cls = type(value)
+        tid, info = self._type(cls)
+        sent = tid in self.types_sent
+        self.types_sent.add(tid)
+        return ("R", self.export(value), tid, None if sent else info)
+
+    def _type(self, cls: type) -> tuple[int, tuple]:
+        known = self.types.get(cls)
+        if known is None:
+            is_class = isinstance(cls, type) and issubclass(cls, type)
+            known = (next(self.type_ids), (cls.__qualname__, str(cls.__module__), is_class,
+                                          callable(getattr(cls, "__call__", None)) or is_class,
+                                          sorted(_method_names(cls)) if not is_class else []))
+            self.types[cls] = known
+        return known
+
+    def encode_tensor(self, sid: int, t: Any, depth: int, *, extra: Any = None) -> Any:
+        if t.requires_grad and t.grad_fn is not None:
+            extra = self.export(t)  # the judge may run a backward pass through it
+        return super().encode_tensor(sid, t, depth, extra=extra)
+
+    def encode_content(self, sid: int, obj: Any, depth: int) -> Any:
+        torch = codec.torch_loaded()
+        if torch is not None and isinstance(obj, torch.nn.Module):
+            from .modules import encode_module_state
+
+            return encode_module_state(self, sid, obj, depth)
+        return super().encode_content(sid, obj, depth)
+
+    def exception_frames(self, exc: BaseException) -> list:
+        frames = []
+        for frame in traceback.extract_tb(exc.__traceback__):
+            if frame.filename == self.candidate_path:
+                frames.append((frame.lineno or 0, frame.name[:100], (frame.line or "").strip()[:300]))
+        return frames[-5:] or list(getattr(exc, "_kata_frames", []) or [])
+
+    # ---------------------------------------------------------------- decode (judge -> worker)
+
+    def _d_handle(self, tree: tuple, depth: int) -> Any:
+        obj = self.handles.get(tree[1]) if len(tree) == 2 else None
+        if obj is None and tree[1] not in self.handles:
+            raise WireError("a reference to an unknown handle")
+        return obj
+
+    def _d_bound(self, tree: tuple, depth: int) -> Any:
+        return getattr(self.handles[tree[1]], tree[2])
+
+    def _d_callback(self, tree: tuple, depth: int) -> Any:
+        stub = self.stubs.get(tree[1])
+        if stub is None:
+            stub = self.stubs[tree[1]] = Callback(self, tree[1])
+        return stub
+
+    def _d_module(self, tree: tuple, depth: int) -> Any:
+        from .modules import adopt_module
+
+        return adopt_module(self, tree)
+
+    def _d_module_state(self, tree: tuple, depth: int) -> Any:
+        from .modules import apply_module_state
+
+        return apply_module_state(self, tree, depth)
+
+    DECODERS = {**Endpoint.DECODERS, "r": _d_handle, "rm": _d_bound, "C": _d_callback,
+                "M": _d_module, "MU": _d_module_state}
+
+    # ---------------------------------------------------------------- ops
+
+    def run_op(self, op: Any, args: Any, ctx: Any) -> Any:
+        fn = _OPS.get(op) if type(op) is str else None
+        if fn is None or type(args) is not list:
+            raise BridgeError(f"unknown operation {op!r}")
+        if op in _INTERNAL:
+            return fn(self, *args)
+        ctx = ctx if type(ctx) is dict else {}
+        torch = codec.torch_loaded()
+        if type(ctx.get("rng")) is bytes:
+            self.pending_rng = ctx["rng"]
+        if torch is not None and self.pending_rng is not None:
+            _set_rng(torch, self.pending_rng)
+            self.rng_after, self.pending_rng = self.pending_rng, None
+        kinds = ctx.get("measure")
+        grad = torch.set_grad_enabled(bool(ctx.get("grad", True))) if torch is not None else None
+        if not kinds:
+            if grad is None:
+                return fn(self, *args)
+            with grad:
+                return fn(self, *args)
+        meters = measure.local_meters(tuple(kinds))
+        waited0, t0 = self.waited_s, time.perf_counter()
+        try:
+            if grad is not None:
+                grad.__enter__()
+            for meter in meters:
+                meter.__enter__()
+            return fn(self, *args)
+        finally:
+            elapsed = time.perf_counter() - t0 - (self.waited_s - waited0)
+            for meter in reversed(meters):
+                meter.__exit__(None, None, None)
+            if grad is not None:
+                grad.__exit__(None, None, None)
+            share = {"time_s": max(elapsed, 0.0)}
+            for meter in meters:
+                share.update(meter.totals())
+            _merge(self.share, share)
+
+    def reply_extra(self) -> Any:
+        extra: dict[str, Any] = {}
+        if self.capture is not None:
+            out, dropped = self.capture.drain()
+            if out or dropped:
+                extra["out"], extra["dropped"] = out, dropped
+        torch = codec.torch_loaded()
+        if torch is not None and self.rng_after is not None:
+            state = torch.default_generator.get_state().numpy().tobytes()
+            if state != self.rng_after:
+                extra["rng"] = state
+                self.rng_after = state
+        if self.share:
+            extra["measure"], self.share = self.share, {}
+        return extra
+
+    def apply_releases(self, releases: Any) -> None:
+        if type(releases) is not list or len(releases) != 2:
+            return
+        sids, handles = releases
+        for sid in sids:
+            self.registry.drop(sid)
+        for handle in handles:
+            obj = self.handles.pop(handle, None)
+            if obj is not None and self.handle_by_id.get(id(obj)) == handle:
+                del self.handle_by_id[id(obj)]
+
+    def reset(self) -> None:
+        self.registry.clear()
+        self.handles = {self.module_handle: self.module}
+        self.handle_by_id = {id(self.module): self.module_handle}
+        self.stubs.clear()
+        if self.capture is not None:
+            self.capture.new_test()
+
+    def backward(self, handle: int, grad: Any, sids: list) -> list:
+        import torch
+
+        out = self.handles.get(handle)
+        if not isinstance(out, torch.Tensor):
+            raise BridgeError("backward through a tensor the worker no longer holds")
+        mirrors = [self.registry.objects.get(sid) for sid in sids]
+        before = [m.grad.clone() if isinstance(m, torch.Tensor) and m.grad is not None else None
+                  for m in mirrors]
+        torch.autograd.backward(out, grad, retain_graph=True)
+        deltas = []
+        for sid, mirror, old in zip(sids, mirrors, before):
+            if not isinstance(mirror, torch.Tensor) or mirror.grad is None:
+                deltas.append(None)
+                continue
+            deltas.append(mirror.grad - old if old is not None else mirror.grad.clone())
+            mirror.grad = old  # the judge adds the delta to its own tensor, then tells us
+            self.registry.mark_synced(sid, mirror)
+        return deltas
+
+
+def _set_rng(torch: Any, state: bytes) -> None:
+    try:
+        torch.default_generator.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8).clone())
+    except (RuntimeError, ValueError):
+        pass
+
+
+def _merge(total: dict[str, Any], share: dict[str, Any]) -> None:
+    for key, value in share.items():
+        if key == "storages":
+            total.setdefault("storages", []).extend([list(s) for s in value])
+        else:
+            total[key] = total.get(key, 0) + value
+
+
+def _method_names(cls: type) -> set[str]:
+    names = set()
+    for name in dir(cls):
+        if name.startswith("__") and name.endswith("__"):
+            continue
+        try:
+            attr = inspect.getattr_static(cls, name)
+        except AttributeError:
+            continue
+        if isinstance(attr, (staticmethod, classmethod, types.FunctionType, types.BuiltinFunctionType,
+                             types.MethodDescriptorType, types.WrapperDescriptorType)):
+            names.add(name)
+    return names
+
+
+def _iter(ep: WorkerEndpoint, obj: Any) -> list:
+    items = list(islice(iter(obj), MAX_ITEMS + 1))
+    if len(items) > MAX_ITEMS:
+        raise BridgeError(f"iterating an object of your code gave more than {MAX_ITEMS:,} items")
+    return items
+
+
+def _call_many(ep: WorkerEndpoint, fn: Any, calls: list) -> list:
+    """Like [fn(*a, **dict(kw)) for a, kw in calls], in one request."""
+    out = []
+    for args, kwargs in calls:
+        out.append(fn(*args, **dict(kwargs)))
+    return out
+
+
+_OPS = {
+    "call_many": _call_many,
+    "getattr": lambda ep, obj, name: getattr(obj, name),
+    "setattr": lambda ep, obj, name, value: setattr(obj, name, value),
+    "delattr": lambda ep, obj, name: delattr(obj, name),
+    "call": lambda ep, obj, args, kwargs: obj(*args, **dict(kwargs)),
+    "callmethod": lambda ep, obj, name, args, kwargs: getattr(obj, name)(*args, **dict(kwargs)),
+    "len": lambda ep, obj: len(obj),
+    "iter": _iter,
+    "next": lambda ep, obj: next(obj),
+    "getitem": lambda ep, obj, key: obj[key],
+    "setitem": lambda ep, obj, key, value: operator.setitem(obj, key, value),
+    "delitem": lambda ep, obj, key: operator.delitem(obj, key),
+    "contains": lambda ep, obj, key: key in obj,
+    "bool": lambda ep, obj: bool(obj),
+    "int": lambda ep, obj: int(obj),
+    "float": lambda ep, obj: float(obj),
+    "index": lambda ep, obj: operator.index(obj),
+    "isinstance": lambda ep, obj, cls: isinstance(obj, cls),
+    "issubclass": lambda ep, obj, cls: issubclass(obj, cls),
+    "dir": lambda ep, obj: [str(n) for n in dir(obj)][:10_000],
+    "repr": lambda ep, obj: repr(obj)[:2000],
+    "str": lambda ep, obj: str(obj)[:2000],
+    "backward": lambda ep, handle, grad, sids: ep.backward(handle, grad, sids),
+    "reset": lambda ep: ep.reset(),
+    "ping": lambda ep: "pong",
+    "stats": lambda ep: {"shared": len(ep.registry.objects), "handles": len(ep.handles),
+                         "sids": sorted(ep.registry.objects)[:50]},
+}
+_INTERNAL = frozenset({"reset", "ping", "stats"})
+
+
+# ------------------------------------------------------------------------ serving
+
+
+def serve(endpoint: WorkerEndpoint, broker: socket.socket | None) -> None:
+    """Answer the judge until it hangs up; extra channels (judge threads) each get a thread."""
+    if broker is not None:
+        threading.Thread(target=_accept_channels, args=(endpoint, broker), daemon=True).start()
+    _serve_channel(endpoint, endpoint.main)
+
+
+def _accept_channels(endpoint: WorkerEndpoint, broker: socket.socket) -> None:
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(broker, 16, 4)
+        except OSError:
+            return
+        if not fds:
+            return
+        for fd in fds:
+            chan = FramedSocket(socket.socket(fileno=fd))
+            threading.Thread(target=_serve_channel, args=(endpoint, chan), daemon=True).start()
+
+
+def _serve_channel(endpoint: WorkerEndpoint, chan: FramedSocket) -> None:
+    endpoint._local.channel = chan
+    while True:
+        try:
+            msg = chan.recv()
+        except (PeerClosed, WireError, OSError):
+            return
+        if type(msg) is not tuple or not msg or msg[0] != "call":
+            return
+        endpoint.serve_one(chan, msg)
+
+
+def unpickle_trusted(data: bytes) -> Any:
+    """Modules the judge sends (the judge is trusted; the worker never sends pickles)."""
+    return pickle.loads(data)  # noqa: S301 - from the judge, never from candidate code
+
+
+__all__ = ["Callback", "OutputCapture", "WorkerEndpoint", "serve", "unpickle_trusted", "sys"]
