@@ -35,6 +35,8 @@ class Scorecard:
     hints_used: int = 0
     level_names: dict[int, str] = field(default_factory=dict)
     level_minutes: dict[int, int] = field(default_factory=dict)
+    contained: bool | None = None  # the candidate's code ran in the sandbox
+    notes: list[str] = field(default_factory=list)
 
     @property
     def score(self) -> int:
@@ -92,6 +94,8 @@ class Scorecard:
             "hints_used": self.hints_used,
             "signal": self.signal,
             "output_bytes": self.output_bytes,
+            "contained": self.contained,
+            "notes": list(self.notes),
         }
 
 
@@ -140,4 +144,5 @@ def build_scorecard(outcome: RunOutcome, *, kata: str, title: str, seed: int, so
     return Scorecard(kata=kata, title=title, seed=seed, solution=solution,
                      solution_sha256=solution_sha256, tests=outcome.tests,
                      duration_s=outcome.duration_s, import_error=outcome.import_error,
-                     output_bytes=outcome.output_bytes, **extra)
+                     output_bytes=outcome.output_bytes, contained=outcome.contained,
+                     notes=list(outcome.notes), **extra)

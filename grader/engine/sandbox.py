@@ -178,50 +178,65 @@ def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
            info_fd: int | None) -> WorkerCommand:
     exe = shutil.which("bwrap") or "bwrap"
     inside = f"/kata/solution/{module}.py"
-    argv = [exe, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+    # A virtual environment is bound at a neutral path: the sandbox never sees where the
+    # user keeps it (a home folder, a checkout). Python finds it from its own bin/python.
+    venv = os.path.abspath(sys.prefix) if sys.prefix != sys.base_prefix else None
+    python = f"/kata/venv/bin/{os.path.basename(sys.executable)}" if venv else _python()
+
+    def seen_as(path: str) -> str:
+        return "/kata/venv" + path[len(venv):] if venv and (path + "/").startswith(venv + "/") else path
+
+    opts = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", "65534", "--gid", "65534", "--hostname", "kata-worker"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(top):
-            argv += ["--symlink", os.readlink(top), top]
+            opts += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
-            argv += ["--ro-bind", top, top]
-    argv += ["--ro-bind", "/usr", "/usr"]
+            opts += ["--ro-bind", top, top]
+    opts += ["--ro-bind", "/usr", "/usr"]
     for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
                 "/etc/alternatives", "/etc/nsswitch.conf"):
-        argv += ["--ro-bind-try", etc, etc]
-    argv += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
-    for root in _python_roots():
-        if not root.startswith("/usr/"):
-            argv += ["--ro-bind", root, root]
+        opts += ["--ro-bind-try", etc, etc]
+    opts += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    roots = _python_roots()
+    if venv:
+        opts += ["--ro-bind", venv, "/kata/venv"]
+    for root in roots:
+        if not root.startswith("/usr/") and seen_as(root) == root:
+            opts += ["--ro-bind", root, root]
     for folder in _grader_folders():
-        if any(folder.startswith(r.rstrip("/") + "/") for r in _python_roots() + ["/usr"]):
-            argv += ["--tmpfs", folder]  # installed in site-packages: hide it
+        if any((folder + "/").startswith(r.rstrip("/") + "/") for r in roots + ["/usr"]) or seen_as(folder) != folder:
+            opts += ["--tmpfs", seen_as(folder)]  # installed next to the libraries: hide it
     for dev in sorted(Path("/dev").glob("nvidia*")):
-        argv += ["--dev-bind", str(dev), str(dev)]
-    argv += ["--proc", "/proc", "--dev", "/dev",
+        opts += ["--dev-bind", str(dev), str(dev)]
+    opts += ["--proc", "/proc", "--dev", "/dev",
              "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
              "--ro-bind", str(WORKER_PACKAGE), "/kata/kata_worker",
              "--ro-bind", str(solution.resolve()), inside,
              "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     env = {**_base_env(), "PYTHONPATH": "/kata"}
     for key, value in env.items():
-        argv += ["--setenv", key, value]
+        opts += ["--setenv", key, value]
     pass_fds = list(fds)
     if seccomp.supported():
         read_fd = _program_fd(seccomp.no_fork_program())
-        argv += ["--seccomp", str(read_fd)]
+        opts += ["--seccomp", str(read_fd)]
         pass_fds.append(read_fd)
     if info_fd is not None:
-        argv += ["--info-fd", str(info_fd)]
+        opts += ["--info-fd", str(info_fd)]
         pass_fds.append(info_fd)
-    argv += ["--", _python()] + _worker_args(module, inside, fds, block=False)
+    # The options travel on a pipe (--args), not on the command line: the sandbox can see
+    # bwrap's own process, and its command line would show the real paths bound inside.
+    args_fd = _program_fd(b"".join(a.encode() + b"\0" for a in opts))
+    pass_fds.append(args_fd)
+    argv = [exe, "--args", str(args_fd), "--", python] + _worker_args(module, inside, fds, block=False)
     return WorkerCommand(argv=argv, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/",
                          preexec=_rlimits(limits, with_seccomp=False), pass_fds=tuple(pass_fds),
                          contained=True, candidate_path=inside)
 
 
 def _program_fd(program: bytes) -> int:
-    """A pipe's read end holding the program (bwrap reads it once at start)."""
+    """A pipe's read end holding `program` (bwrap reads it once at start)."""
     read_fd, write_fd = os.pipe()
     os.write(write_fd, program)
     os.close(write_fd)
