@@ -126,20 +126,44 @@ def _show(value: Any, depth: int) -> str:
 
 
 def _show_float(x: float) -> str:
+    """Short, and always reads as a float: 2.0 shows as "2." (never "2"), like numpy."""
     if math.isnan(x) or math.isinf(x):
         return repr(x)
-    return f"{x:.6g}"
+    text = f"{x:.6g}"
+    if not any(c in text for c in ".en"):
+        text += "."
+    return text
 
 
 def _show_tensor(t: Any) -> str:
-    meta = f"shape={tuple(t.shape)}, dtype={str(t.dtype).replace('torch.', '')}"
+    """A small tensor as the Python that rebuilds it: torch.tensor([[2., nan]],
+    dtype=torch.float64); a large one by its shape, dtype and first values."""
+    dtype = str(t.dtype).replace("torch.", "")
     if t.numel() > _MAX_SHOWN_ELEMENTS:
-        flat = t.detach().flatten()[:8].tolist()
-        head = ", ".join(_show(v, 5) for v in flat)
-        return f"tensor(first values [{head}, ...], {meta})"
+        flat = t.detach().flatten()[:8].cpu().tolist()
+        head = ", ".join(_show_scalar(v) for v in flat)
+        return f"<tensor of shape {tuple(t.shape)}, {dtype}, first values [{head}, ...]>"
+    if t.numel() == 0:
+        return f"torch.empty({tuple(t.shape)}, dtype=torch.{dtype})"
     values = t.detach().cpu().tolist()
-    # At most 64 elements, so nesting cannot blow up: no depth cut inside a tensor.
-    return f"tensor({_show(values, -t.dim())}, {meta})"
+    text = _show_nested(values)
+    default = {"float32", "int64", "bool"}  # what torch.tensor infers from such values
+    suffix = "" if dtype in default else f", dtype=torch.{dtype}"
+    return f"torch.tensor({text}{suffix})"
+
+
+def _show_nested(values: Any) -> str:
+    if isinstance(values, list):
+        return "[" + ", ".join(_show_nested(v) for v in values) + "]"
+    return _show_scalar(values)
+
+
+def _show_scalar(v: Any) -> str:
+    if isinstance(v, float):
+        return _show_float(v)
+    if isinstance(v, complex):
+        return repr(v)
+    return repr(v)
 
 
 def _torch() -> Any:

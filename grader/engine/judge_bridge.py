@@ -14,6 +14,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
+from grader.engine.transcript import Call, Transcript, current_example, snapshot
 from grader.worker import codec
 from grader.worker.bridge import Endpoint
 from grader.worker.codec import BridgeError, no_modes
@@ -52,7 +53,7 @@ class RemoteObject:
 
     def __getattr__(self, name: str) -> Any:
         if (name.startswith("__") and name.endswith("__") and name not in _ALLOWED_DUNDERS) \
-                or name in _PROBES:
+                or name in _PROBES or name.startswith("_repr_"):
             raise AttributeError(name)
         info = self._kata_type
         if not info.is_class and name in info.methods:
@@ -194,6 +195,37 @@ class JudgeEndpoint(Endpoint):
         self.measure_kinds: tuple[str, ...] | None = None
         self.measure_share: dict[str, Any] = {}
         self.measure_waited = 0.0
+        self.transcript = Transcript()
+
+    # ---------------------------------------------------------------- the transcript
+
+    def request(self, op: str, *args: Any) -> Any:
+        call = self._record(op, args) if op in _RECORDED else None
+        try:
+            result = super().request(op, *args)
+        except BaseException as exc:
+            if call is not None:
+                call.raised = type(exc).__name__
+            raise
+        if call is not None and isinstance(result, RemoteObject):
+            call.result = result
+        return result
+
+    def _record(self, op: str, args: tuple) -> Call | None:
+        if self.measure_kinds:
+            return None  # an efficiency test's workload is not a reproduction
+        self.transcript.start(current_example())
+        try:
+            if op == "call":
+                call = Call(op, args[0], None, snapshot(args[1]), snapshot(args[2]))
+            elif op == "callmethod":
+                call = Call(op, args[0], args[1], snapshot(args[2]), snapshot(args[3]))
+            else:  # getattr / setattr
+                call = Call(op, args[0], args[1], snapshot(args[2:]), ())
+        except Exception:  # noqa: BLE001 - a transcript must never fail a test
+            return None
+        self.transcript.add(call)
+        return call
 
     def broken_error(self) -> BaseException:
         return WorkerCrashed(self.broken or "the worker is gone")
@@ -287,6 +319,7 @@ class JudgeEndpoint(Endpoint):
         self.errors_by_token.clear()
         self.released_handles.clear()
         self.dead_sids.clear()
+        self.transcript = Transcript()
 
     # ---------------------------------------------------------------- encode (judge -> worker)
 
@@ -394,6 +427,9 @@ class JudgeEndpoint(Endpoint):
         exc = super().decode_exception(body)
         original = self.errors_by_token.get(getattr(exc, "_kata_token", None))
         return original if original is not None else exc
+
+
+_RECORDED = frozenset({"call", "callmethod", "getattr", "setattr"})
 
 
 def _kwargs(pairs: tuple) -> dict[str, Any]:

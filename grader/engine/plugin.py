@@ -83,6 +83,8 @@ class _Worker:
         self.output: list[str] = []
         self.output_chars = 0
         self.announced = False
+        self.last_endpoint: Any = None  # kept after a kill, for the failing test's snippet
+        self.proxy_seen: Any = None
 
     def on_output(self, text: str, dropped: int) -> None:
         self.output.append(text)
@@ -124,7 +126,7 @@ class _Worker:
             _stream.write(event="import_done", error=self.import_error)
             raise CandidateImportError(self.import_error)
         _stream.write(event="import_done", error=None)
-        self.proxy = value
+        self.proxy = self.proxy_seen = value
         return value
 
     def endpoint(self) -> Any:
@@ -145,6 +147,7 @@ class _Worker:
 
     def kill(self) -> None:
         if self.process is not None:
+            self.last_endpoint = self.process.endpoint
             self.process.kill()
         self.process, self.proxy = None, None
 
@@ -245,6 +248,7 @@ def _on_alarm(signum: int, frame: Any) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     _stream.write(event="start", nodeid=item.nodeid, t=time.time())
     _worker.take_output()
+    _worker.last_endpoint = None
     _pending[item.nodeid] = {"passed": True, "message": "", "details": {}, "t0": time.perf_counter()}
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     # Fires at the limit and then every 0.5 s, so a swallowed timeout comes back.
@@ -281,7 +285,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         stuck, crash = _stuck_or_crash(exc)
         message, details = describe_failure(exc, timeout_s=_test_timeout_s(), stuck=stuck,
                                             crash=crash, category=_metadata(item)["category"])
+        snippet = _snippet(item, message, details)
+        if snippet:
+            details["snippet"] = snippet
         state.update(passed=False, message=message, details=details)
+
+
+def _snippet(item: pytest.Item, message: str, details: dict[str, Any]) -> str | None:
+    """The failing example's calls as a script the candidate can run (see transcript.py)."""
+    process = _worker.process
+    endpoint = process.endpoint if process is not None else _worker.last_endpoint
+    if endpoint is None or _metadata(item)["category"] == "efficiency":
+        return None
+    from grader.engine.transcript import render
+
+    try:
+        seed = item.config.getoption("hypothesis_seed", None)
+    except ValueError:
+        seed = None
+    try:
+        return render(endpoint.transcript, module=os.environ.get(ENV_MODULE, "solution"),
+                      module_proxy=_worker.proxy_seen, test=item.name, seed=seed, message=message,
+                      details=details)
+    except Exception:  # noqa: BLE001 - a snippet must never fail a report
+        return None
 
 
 def _stuck_or_crash(exc: BaseException | None) -> tuple[str | None, str | None]:

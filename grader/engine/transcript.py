@@ -1,0 +1,258 @@
+"""The calls a test made into the candidate's code, as a Python script that replays them.
+
+The judge records every call of the current hypothesis example (a new example starts a new
+transcript), with its arguments as they were at the time of the call. When the test fails,
+the transcript of the last example — hypothesis's minimal failing one, replayed last — becomes
+a snippet the candidate can paste next to their file: it rebuilds each input exactly
+(tensors as ``torch.tensor([...], dtype=...)`` literals), makes the same calls and prints
+what their code returns.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_CALLS = 400          # per example: a longer transcript is cut at its start
+MAX_LITERAL_ELEMENTS = 4096
+MAX_SNIPPET_CHARS = 40_000
+
+
+@dataclass
+class Call:
+    op: str
+    target: Any          # the proxy called (or whose attribute is read)
+    name: str | None     # method or attribute name
+    args: tuple
+    kwargs: tuple
+    result: Any = None
+    raised: str | None = None
+
+
+@dataclass
+class Transcript:
+    calls: list[Call] = field(default_factory=list)
+    example: Any = None
+    dropped: int = 0
+
+    def start(self, example: Any) -> None:
+        if example is not self.example:
+            self.example = example
+            self.calls.clear()
+            self.dropped = 0
+
+    def add(self, call: Call) -> None:
+        self.calls.append(call)
+        if len(self.calls) > MAX_CALLS:
+            del self.calls[0]
+            self.dropped += 1
+
+
+def current_example() -> Any:
+    """An object standing for the running hypothesis example (None outside one)."""
+    try:
+        from hypothesis.control import current_build_context
+
+        return current_build_context()
+    except Exception:  # noqa: BLE001 - outside @given, or an API that moved
+        return None
+
+
+def snapshot(value: Any, depth: int = 0) -> Any:
+    """The argument as it is now (later in-place changes must not alter the transcript)."""
+    import sys
+
+    if depth > 6:
+        return value
+    t = type(value)
+    if t is list:
+        return [snapshot(v, depth + 1) for v in value]
+    if t is dict:
+        return {k: snapshot(v, depth + 1) for k, v in value.items()}
+    if t is tuple:
+        return tuple(snapshot(v, depth + 1) for v in value)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor) and value.numel() <= MAX_LITERAL_ELEMENTS:
+        return value.detach().clone()
+    return value
+
+
+# ------------------------------------------------------------------------ rendering
+
+
+class _Names:
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.by_id: dict[int, str] = {}
+        self.used: dict[str, int] = {module: 1, "torch": 1}  # never shadow the imports
+        self.setup: list[str] = []
+
+    def of(self, proxy: Any) -> str:
+        name = self.by_id.get(id(proxy))
+        if name is None:
+            name = f"<an object from an earlier call: {_type_name(proxy)}>"
+        return name
+
+    def new(self, proxy: Any) -> str:
+        base = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", _type_name(proxy)).lower() or "obj"
+        base = base if base.isidentifier() and not keyword.iskeyword(base) else "obj"
+        self.used[base] = self.used.get(base, 0) + 1
+        name = base if self.used[base] == 1 else f"{base}_{self.used[base]}"
+        self.by_id[id(proxy)] = name
+        return name
+
+
+def _type_name(proxy: Any) -> str:
+    info = getattr(proxy, "_kata_type", None)
+    return info.qualname.split(".")[-1] if info is not None else type(proxy).__name__
+
+
+def literal(value: Any, names: _Names) -> str:
+    """Python source that rebuilds `value` exactly."""
+    import sys
+
+    from grader.engine.judge_bridge import RemoteMethod, RemoteObject
+
+    torch = sys.modules.get("torch")
+    if isinstance(value, RemoteObject):
+        if value is names.module_proxy:
+            return names.module
+        return names.of(value)
+    if isinstance(value, RemoteMethod):
+        return f"{literal(value._obj, names)}.{value._name}"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "float('nan')"
+        if math.isinf(value):
+            return "float('inf')" if value > 0 else "-float('inf')"
+        return repr(value)
+    if isinstance(value, (bool, int, str, bytes, type(None))):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v, names) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(literal(v, names) for v in value)
+        return "(" + inner + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal(k, names)}: {literal(v, names)}" for k, v in value.items()) + "}"
+    if isinstance(value, (set, frozenset)):
+        return ("{" + ", ".join(literal(v, names) for v in value) + "}") if value else "set()"
+    if torch is not None:
+        if isinstance(value, torch.Tensor):
+            return _tensor_literal(value)
+        if isinstance(value, torch.dtype):
+            return str(value)
+        if isinstance(value, torch.device):
+            return f"torch.device({str(value)!r})"
+        if isinstance(value, torch.Generator):
+            return f"torch.Generator().manual_seed({value.initial_seed()})"
+        if isinstance(value, torch.nn.Module):
+            return f"<a {type(value).__name__} module built by the test>"
+    if callable(value):
+        return f"<a function of the test: {getattr(value, '__qualname__', type(value).__name__)}>"
+    return f"<{type(value).__name__}>"
+
+
+def _tensor_literal(t: Any) -> str:
+    dtype = str(t.dtype)
+    if t.numel() > MAX_LITERAL_ELEMENTS:
+        return (f"torch.zeros({tuple(t.shape)}, dtype={dtype})  "
+                f"# {t.numel()} values not shown")
+    values = t.detach().cpu()
+    if values.dtype == torch_bfloat16_or_half(values):
+        values = values.float()
+    body = _nested(values.tolist())
+    grad = ", requires_grad=True" if t.requires_grad and t.is_leaf else ""
+    if t.numel() == 0:
+        return f"torch.empty({tuple(t.shape)}, dtype={dtype}{grad})"
+    return f"torch.tensor({body}, dtype={dtype}{grad})"
+
+
+def torch_bfloat16_or_half(t: Any) -> Any:
+    import torch
+
+    return t.dtype if t.dtype in (torch.bfloat16, torch.float16) else None
+
+
+def _nested(values: Any) -> str:
+    if isinstance(values, list):
+        return "[" + ", ".join(_nested(v) for v in values) + "]"
+    if isinstance(values, float):
+        if math.isnan(values):
+            return "float('nan')"
+        if math.isinf(values):
+            return "float('inf')" if values > 0 else "-float('inf')"
+        return repr(values)
+    return repr(values)
+
+
+def render(transcript: Transcript, *, module: str, module_proxy: Any, test: str, seed: Any,
+           message: str, details: dict[str, Any] | None = None) -> str | None:
+    """The snippet for a failed test, or None when the test made no call into the code."""
+    calls = transcript.calls
+    if not calls:
+        return None
+    names = _Names(module)
+    names.module_proxy = module_proxy  # type: ignore[attr-defined]
+    lines = [f"# Replays the calls of the failing example of {test} (seed {seed}).",
+             f"# Run it next to your {module}.py:  python this_file.py",
+             "import torch" if _uses_torch(calls) else None,
+             f"import {module}", ""]
+    lines = [line for line in lines if line is not None]
+    if transcript.dropped:
+        lines.append(f"# ({transcript.dropped} earlier calls not shown)")
+    from grader.engine.judge_bridge import RemoteObject
+
+    for call in calls:
+        target = literal(call.target, names)
+        args = [literal(a, names) for a in call.args] + [f"{k}={literal(v, names)}" for k, v in call.kwargs]
+        if call.op == "call":
+            expr = f"{target}({', '.join(args)})"
+        elif call.op == "callmethod":
+            expr = f"{target}.{call.name}({', '.join(args)})"
+        elif call.op == "getattr":
+            expr = f"{target}.{call.name}"
+        elif call.op == "setattr":
+            lines.append(f"{target}.{call.name} = {args[0] if args else '...'}")
+            continue
+        else:
+            continue
+        if call.raised:
+            lines.append(f"{expr}  # raises {call.raised}")
+        elif isinstance(call.result, RemoteObject):
+            if call.op == "getattr" and call.target is module_proxy:
+                names.by_id[id(call.result)] = expr  # paged_kv.PagedKVCacheAllocator
+                continue
+            lines.append(f"{names.new(call.result)} = {expr}")
+        else:
+            lines.append(f"print({expr})")
+    lines += ["", "# The test then reported: " + (message.splitlines()[0][:300] if message else "a failure")]
+    for key in ("expected", "got"):
+        value = (details or {}).get(key)
+        if isinstance(value, str) and value:
+            shown = value if len(value) <= 300 else value[:300] + " ..."
+            lines.append(f"#   {key}: " + shown.replace("\n", "\n#     "))
+    text = "\n".join(lines).rstrip() + "\n"
+    return text[:MAX_SNIPPET_CHARS]
+
+
+def _uses_torch(calls: list[Call]) -> bool:
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+
+    def has(value: Any) -> bool:
+        if isinstance(value, (torch.Tensor, torch.dtype, torch.Generator, torch.device)):
+            return True
+        if isinstance(value, (list, tuple)):
+            return any(has(v) for v in value)
+        if isinstance(value, dict):
+            return any(has(v) for v in value.values())
+        return False
+
+    return any(has(c.args) or has([v for _, v in c.kwargs]) for c in calls)
