@@ -12,6 +12,7 @@ from typing import Any, Callable
 from grader.catalog import Kata
 from grader.engine.limits import ResourceLimits
 from grader.engine.report import Scorecard, build_scorecard
+from grader.engine import time_limits
 from grader.engine.runner import run_suite
 from grader.errors import KataError
 
@@ -45,21 +46,39 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
           on_event: Callable[[str, dict[str, Any]], None] | None = None,
           limits: ResourceLimits | None = None, test_timeout_s: float | None = None,
           total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, workdir: Path | None = None,
-          levels: set[int] | None = None, **extra: Any) -> Scorecard:
+          levels: set[int] | None = None, per_test_limits: bool = True, **extra: Any) -> Scorecard:
     """Grade `path` with the kata's hidden suite (or `suite`): a Scorecard, never an
     exception for anything the candidate's code does. `levels` runs only those levels'
     tests (a mock interview's revealed levels; a corpus check up to a bug's level)."""
     source = read_solution(path)
     seed = new_seed() if seed is None else seed
+    suite = suite or kata.suite_path
+    fixed = test_timeout_s is not None or ENV_TEST_TIMEOUT in os.environ
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
-    outcome = run_suite(suite or kata.suite_path, path, kata.module, seed,
+    test_limits = None
+    if per_test_limits and not fixed:
+        test_limits = _reference_limits(kata, suite, timeout)
+    outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
-                        on_event=on_event, limits=limits, workdir=workdir, levels=levels)
+                        on_event=on_event, limits=limits, workdir=workdir, levels=levels,
+                        test_limits=test_limits)
     return build_scorecard(
         outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
         solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
         level_names={lv.level: lv.name for lv in kata.levels},
         level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
+
+
+def _reference_limits(kata: Kata, suite: Path, ceiling_s: float) -> dict[str, float] | None:
+    """Per-test limits from the reference's times on this suite (measured once per machine)."""
+    def measure() -> dict[str, float]:
+        outcome = run_suite(suite, kata.reference_path, kata.module, 0, test_timeout_s=ceiling_s)
+        if not all(t.passed for t in outcome.tests):
+            raise RuntimeError("the reference does not pass this suite")
+        return {t.name: t.duration_s for t in outcome.tests}
+
+    durations = time_limits.cached_durations(kata.slug, suite, measure)
+    return time_limits.limits_for(durations, ceiling_s) if durations else None
 
 
 def check(kata: Kata, path: Path, **kwargs: Any) -> Scorecard:

@@ -147,3 +147,13 @@ def test_unreadable_files_are_input_errors():
         read_solution(FIXTURES / "not_utf8.py")
     with pytest.raises(KataError, match="does not exist"):
         read_solution(FIXTURES / "nope.py")
+
+
+def test_a_second_test_stuck_in_the_same_place_is_stopped_early():
+    """After one test hangs, another stuck in the same function is cut at the first probe,
+    not after its whole limit."""
+    tests = by_name(run("infinite_loop_everywhere", test_timeout_s=6.0))
+    first, second = tests["test_add"], tests["test_scale"]
+    assert "timed out after 6 s" in first.message
+    assert "stuck where test_add was stuck" in second.message
+    assert second.duration_s < 4.0

@@ -60,8 +60,13 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
         details = {k: v for k, v in (("input", inner.input), ("expected", inner.expected),
                                      ("got", inner.got), ("note", inner.note)) if v is not None}
     elif isinstance(inner, KataTimeout):
-        message = (f"timed out after {timeout_s:g} s: an infinite loop, or code far slower "
-                   "than the reference")
+        same = inner.args[0] if inner.args else None
+        if same:
+            message = (f"stuck where {same[0]} was stuck (an infinite loop?): stopped early "
+                       f"instead of waiting out its {timeout_s:g} s limit")
+        else:
+            message = (f"timed out after {timeout_s:g} s: an infinite loop, or code far slower "
+                       "than the reference")
         if stuck:
             details["where"] = stuck
     elif isinstance(inner, WorkerCrashed):

@@ -36,6 +36,8 @@ ENV_SOLUTION = "KATA_SOLUTION"
 ENV_MODULE = "KATA_MODULE"
 ENV_RESULTS_FD = "KATA_RESULTS_FD"
 ENV_TEST_TIMEOUT = "KATA_TEST_TIMEOUT"
+ENV_TEST_LIMITS = "KATA_TEST_LIMITS"  # JSON {test name: seconds}, from the reference's times
+PROBE_S = 1.0  # after a hang, a test still running after this long is checked for the same hang
 ENV_MAX_EXAMPLES = "KATA_MAX_EXAMPLES"
 ENV_LEVELS = "KATA_LEVELS"  # comma-separated levels to run (default: all)
 ENV_MEMORY = "KATA_WORKER_MEMORY_BYTES"
@@ -68,6 +70,24 @@ _stream = _Stream(None)
 
 def _test_timeout_s() -> float:
     return float(os.environ.get(ENV_TEST_TIMEOUT, "60"))
+
+
+_limits_by_name: dict[str, float] | None = None
+
+
+def _limit_for(item: pytest.Item) -> float:
+    global _limits_by_name
+    if _limits_by_name is None:
+        try:
+            raw = json.loads(os.environ.get(ENV_TEST_LIMITS) or "{}")
+            _limits_by_name = {str(k): float(v) for k, v in raw.items()}
+        except (ValueError, TypeError, AttributeError):
+            _limits_by_name = {}
+    return _limits_by_name.get(item.name, _test_timeout_s())
+
+
+# Where earlier tests hung: the function of the candidate's innermost frame -> test name.
+_known_hangs: dict[str, str] = {}
 
 
 # ---------------------------------------------------------------------------- the worker
@@ -244,15 +264,60 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise KataTimeout()
 
 
+def _arm(item: pytest.Item) -> None:
+    """The test's alarm: at its limit; after an earlier hang, also every PROBE_S seconds to
+    check whether this test is stuck at the same place (then it is cut at once)."""
+    limit = _limit_for(item)
+    deadline = time.monotonic() + limit
+    signal.signal(signal.SIGALRM, _on_alarm)
+    if not _known_hangs or limit <= PROBE_S + 0.5:
+        signal.setitimer(signal.ITIMER_REAL, limit, 0)
+        return
+
+    def probe(signum: int, frame: Any) -> None:
+        same = _same_hang()
+        if same is not None:
+            raise KataTimeout(same)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise KataTimeout()
+        signal.signal(signal.SIGALRM, probe if left > PROBE_S + 0.5 else _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, min(PROBE_S, left) if left > PROBE_S + 0.5 else left, 0)
+
+    signal.signal(signal.SIGALRM, probe)
+    signal.setitimer(signal.ITIMER_REAL, PROBE_S, 0)
+
+
+def _same_hang() -> Any:
+    """(earlier test, frames) when the candidate's code is stuck where an earlier test hung:
+    the same call into it still running across two stack samples, both in the function of
+    that hang."""
+    process = _worker.process
+    endpoint = process.endpoint if process is not None else None
+    if endpoint is None:
+        return None
+    call_before = endpoint.in_flight
+    first = process.candidate_frames(process.stack_dump())
+    if not first or first[0][1] not in _known_hangs:
+        process.dumping = False
+        return None
+    time.sleep(0.3)
+    second = process.candidate_frames(process.stack_dump())
+    process.dumping = False
+    if call_before is None or endpoint.in_flight != call_before or not second \
+            or second[0][1] != first[0][1]:
+        return None
+    return (_known_hangs[first[0][1]], second)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     _stream.write(event="start", nodeid=item.nodeid, t=time.time())
     _worker.take_output()
     _worker.last_endpoint = None
     _pending[item.nodeid] = {"passed": True, "message": "", "details": {}, "t0": time.perf_counter()}
-    previous = signal.signal(signal.SIGALRM, _on_alarm)
-    # Fires at the limit and then every 0.5 s, so a swallowed timeout comes back.
-    signal.setitimer(signal.ITIMER_REAL, _test_timeout_s(), 0.5)
+    previous = signal.getsignal(signal.SIGALRM)
+    _arm(item)
     try:
         yield
     finally:
@@ -273,6 +338,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    if call.excinfo is not None:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)  # the verdict is in; describing it is not timed
     report_outcome = yield
     report = report_outcome.get_result()
     state = _pending.get(item.nodeid)
@@ -282,8 +349,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         state.update(passed=False, message="skipped: " + _skip_reason(report))
     elif report.failed and state["passed"]:
         exc = call.excinfo.value if call.excinfo else None
-        stuck, crash = _stuck_or_crash(exc)
-        message, details = describe_failure(exc, timeout_s=_test_timeout_s(), stuck=stuck,
+        stuck, crash = _stuck_or_crash(exc, item)
+        message, details = describe_failure(exc, timeout_s=_limit_for(item), stuck=stuck,
                                             crash=crash, category=_metadata(item)["category"])
         snippet = _snippet(item, message, details)
         if snippet:
@@ -311,9 +378,9 @@ def _snippet(item: pytest.Item, message: str, details: dict[str, Any]) -> str | 
         return None
 
 
-def _stuck_or_crash(exc: BaseException | None) -> tuple[str | None, str | None]:
-    """On a timeout, where the candidate's code was when it was stopped; on a crash of the
-    worker, how it ended."""
+def _stuck_or_crash(exc: BaseException | None, item: pytest.Item) -> tuple[str | None, str | None]:
+    """On a timeout, where the candidate's code was when it was stopped (remembered, so later
+    tests stuck at the same place are cut early); on a crash of the worker, how it ended."""
     inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and exc.exceptions else exc
     process = _worker.process
     if process is None:
@@ -324,11 +391,15 @@ def _stuck_or_crash(exc: BaseException | None) -> tuple[str | None, str | None]:
         return (f"the last call into your code: {call}" if call else None), how
     if not isinstance(inner, KataTimeout):
         return None, None
-    dump = process.stack_dump()
-    frames = process.candidate_frames(dump)
+    same = inner.args[0] if inner.args else None
+    if same:
+        earlier, frames = same
+    else:
+        earlier, frames = None, process.candidate_frames(process.stack_dump())
     _worker.kill()
     if not frames:
         return None, None
+    _known_hangs.setdefault(frames[0][1], item.name)
     lines = _source_lines()
     shown = [f"  line {ln}, in {fn}: {lines[ln - 1].strip() if 0 < ln <= len(lines) else ''}"
              for ln, fn in frames[:3]]

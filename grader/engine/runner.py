@@ -101,7 +101,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               test_timeout_s: float = 30.0, total_timeout_s: float = 600.0,
               max_examples: int | None = None, limits: ResourceLimits | None = None,
               on_event: Callable[[str, dict[str, Any]], None] | None = None,
-              workdir: Path | None = None, levels: set[int] | None = None) -> RunOutcome:
+              workdir: Path | None = None, levels: set[int] | None = None,
+              test_limits: dict[str, float] | None = None) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
     on_event(kind, data) is called with "collected" (data: {"tests": [...]}) and "result"
@@ -114,7 +115,9 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
         env = _judge_env(solution, module, test_timeout_s, max_examples, limits)
         if levels:
             env[plugin.ENV_LEVELS] = ",".join(str(lv) for lv in sorted(levels))
-        state = _RunState(on_event)
+        if test_limits:
+            env[plugin.ENV_TEST_LIMITS] = json.dumps(test_limits)
+        state = _RunState(on_event, test_limits or {})
         max_restarts = 1000
         while max_restarts > 0:
             max_restarts -= 1
@@ -141,8 +144,10 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
 
 
 class _RunState:
-    def __init__(self, on_event: Callable[[str, dict[str, Any]], None] | None) -> None:
+    def __init__(self, on_event: Callable[[str, dict[str, Any]], None] | None,
+                 test_limits: dict[str, float]) -> None:
         self.on_event = on_event or (lambda kind, data: None)
+        self.test_limits = test_limits
         self.tests: dict[str, TestResult] | None = None
         self.done: set[str] = set()
         self.current: str | None = None
@@ -189,6 +194,10 @@ class _RunState:
             self.current = None
         self.on_event("result", result.to_dict())
 
+    def current_limit(self, default: float) -> float:
+        test = (self.tests or {}).get(self.current or "")
+        return self.test_limits.get(test.name, default) if test is not None else default
+
     def remaining(self) -> list[str]:
         if self.tests is None:
             return ["?"]
@@ -231,12 +240,13 @@ def _watch(child: _Child, state: _RunState, test_timeout_s: float, deadline: flo
             _kill(child)
             _read_events(child, state)
             return "total_timeout"
-        if state.current is not None and now - state.current_started > test_timeout_s + _KILL_GRACE_S:
+        limit = state.current_limit(test_timeout_s)
+        if state.current is not None and now - state.current_started > limit + _KILL_GRACE_S:
             _kill(child)
             _read_events(child, state)
             if state.current is not None:
                 state.finish(state.current, passed=False,
-                             message=f"timed out after {test_timeout_s:g} s and had to be killed "
+                             message=f"timed out after {limit:g} s and had to be killed "
                                      "(an infinite loop, or code far slower than the reference)")
             return "hung"
         time.sleep(_POLL_S)

@@ -48,6 +48,8 @@ class Endpoint:
         self._ids = itertools.count(1)
         self.broken: str | None = None
         self.last_call: tuple[str, tuple] | None = None
+        self.in_flight: int | None = None  # the id of the request this side waits on
+        self.interrupted_by: BaseException | None = None
         self.waited_s = 0.0  # time spent waiting on the peer inside nested requests
 
     # ---------------------------------------------------------------- calls out
@@ -73,24 +75,29 @@ class Endpoint:
             msg = ("call", req_id, op, payload, self.call_context(), self.collect_updates(),
                    self.collect_releases())
         t0 = time.perf_counter()
+        outer, self.in_flight = self.in_flight, req_id
         try:
             chan.send(msg)
             ok, value = self._await(chan, req_id)
         except (PeerClosed, WireError, OSError) as exc:
             self.broken = f"{type(exc).__name__}: {exc}"
             self._fail()
-        except BaseException:
+        except BaseException as exc:
             # Interrupted mid-call (a timeout): the answer may still come, so the channel
             # can no longer be trusted to pair answers with calls.
             self.broken = self.broken or "interrupted while waiting for the other process"
+            self.interrupted_by = self.interrupted_by or exc
             raise
         finally:
             self.waited_s += time.perf_counter() - t0
+            self.in_flight = outer
         if ok:
             return value
         raise value
 
     def _fail(self) -> None:
+        if self.interrupted_by is not None:  # later calls report the interruption itself
+            raise self.interrupted_by
         raise self.broken_error() from None
 
     def _await(self, chan: FramedSocket, req_id: int) -> tuple[bool, Any]:
