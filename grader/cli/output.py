@@ -65,13 +65,18 @@ def print_json(data: Any) -> None:
 
 
 def fmt_duration(seconds: float | None) -> str:
+    """Unambiguous: "20 s", "12 min 5 s", "1 h 3 min" (never "0:20")."""
     if seconds is None:
         return "-"
     sign = "-" if seconds < 0 else ""
     seconds = abs(int(seconds))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)
-    return f"{sign}{h}:{m:02d}:{s:02d}" if h else f"{sign}{m}:{s:02d}"
+    if h:
+        return f"{sign}{h} h {m} min"
+    if m:
+        return f"{sign}{m} min {s} s" if s else f"{sign}{m} min"
+    return f"{sign}{s} s"
 
 
 def fmt_when(timestamp: float | None) -> str:
