@@ -41,6 +41,18 @@ class Level:
 
 
 @dataclass(frozen=True)
+class Followup:
+    """A discussion question for the end of an interview, with the points an interviewer
+    listens for in a good answer (empty when the kata's toml gives none)."""
+
+    question: str
+    points: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.question
+
+
+@dataclass(frozen=True)
 class Kata:
     slug: str
     module: str
@@ -50,8 +62,9 @@ class Kata:
     tags: tuple[str, ...]
     summary: str
     levels: tuple[Level, ...]
-    followups: tuple[str, ...]
+    followups: tuple[Followup, ...]
     folder: Path = field(compare=False)
+    support: tuple[str, ...] = ()  # public files of the kata the solution may import
 
     @property
     def statement_path(self) -> Path:
@@ -78,6 +91,11 @@ class Kata:
         if (package / "__init__.py").is_file():
             return package
         return SUITES_DIR / f"{self.module}.py"
+
+    @property
+    def support_paths(self) -> tuple[Path, ...]:
+        """Files shipped with the kata that the candidate's code imports (e.g. a model)."""
+        return tuple(self.folder / name for name in self.support)
 
     @property
     def notebook_path(self) -> Path:
@@ -150,11 +168,30 @@ def load_kata(folder: Path) -> Kata:
         raise CatalogError(f"{where}kata.toml: field 'levels' must number the levels 1, 2, ... in order")
     kata = Kata(slug=slug, module=module, title=get.text("title"), minutes=get.integer("minutes"),
                 difficulty=difficulty, tags=tuple(get.items("tags", str)), summary=get.text("summary"),
-                levels=levels, followups=tuple(get.items("followups", str)), folder=folder)
+                levels=levels, followups=_followups(get.items("followups"), f"{where}kata.toml"),
+                folder=folder, support=tuple(data.get("support", [])))
+    for name in kata.support:
+        if not isinstance(name, str) or "/" in name or not name.endswith(".py") or not (folder / name).is_file():
+            raise CatalogError(f"{where}kata.toml: field 'support' names {name!r}, which is not a .py file of the folder")
     for path, what in ((kata.reference_path, "reference"), (kata.suite_path, "hidden suite")):
         if not path.exists():
             raise CatalogError(f"{where}: the {what} {path.relative_to(REPO_ROOT)} is missing")
     return kata
+
+
+def _followups(raw: list, where: str) -> tuple[Followup, ...]:
+    """`followups = ["question", ...]` or `[[followups]] question = "..." points = [...]`."""
+    out = []
+    for i, item in enumerate(raw):
+        if isinstance(item, str) and item.strip():
+            out.append(Followup(item))
+        elif isinstance(item, dict) and isinstance(item.get("question"), str) and item["question"].strip() \
+                and isinstance(item.get("points", []), list) and all(isinstance(p, str) for p in item.get("points", [])):
+            out.append(Followup(item["question"], tuple(item.get("points", []))))
+        else:
+            raise CatalogError(f"{where}: followups[{i}] must be a question, or a table with "
+                               "question = \"...\" and points = [\"...\", ...]")
+    return tuple(out)
 
 
 def _level(raw: Any, where: str) -> Level:

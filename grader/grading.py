@@ -61,7 +61,7 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
-                        test_limits=test_limits)
+                        test_limits=test_limits, support=kata.support_paths)
     return build_scorecard(
         outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
         solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
@@ -72,7 +72,8 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
 def _reference_limits(kata: Kata, suite: Path, ceiling_s: float) -> dict[str, float] | None:
     """Per-test limits from the reference's times on this suite (measured once per machine)."""
     def measure() -> dict[str, float]:
-        outcome = run_suite(suite, kata.reference_path, kata.module, 0, test_timeout_s=ceiling_s)
+        outcome = run_suite(suite, kata.reference_path, kata.module, 0, test_timeout_s=ceiling_s,
+                            support=kata.support_paths)
         if not all(t.passed for t in outcome.tests):
             raise RuntimeError("the reference does not pass this suite")
         return {t.name: t.duration_s for t in outcome.tests}

@@ -21,6 +21,7 @@ import importlib
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ ENV_TEST_LIMITS = "KATA_TEST_LIMITS"  # JSON {test name: seconds}, from the refe
 PROBE_S = 1.0  # after a hang, a test still running after this long is checked for the same hang
 ENV_MAX_EXAMPLES = "KATA_MAX_EXAMPLES"
 ENV_LEVELS = "KATA_LEVELS"  # comma-separated levels to run (default: all)
+ENV_SUPPORT = "KATA_SUPPORT"  # the kata's support files (os.pathsep-separated paths)
 ENV_MEMORY = "KATA_WORKER_MEMORY_BYTES"
 ENV_CPU = "KATA_WORKER_CPU_SECONDS"
 
@@ -116,7 +118,7 @@ class _Worker:
                 memory_bytes=int(os.environ.get(ENV_MEMORY, 16 * 1024**3)) or None,
                 cpu_seconds=int(os.environ.get(ENV_CPU, 0)) or None)
             self.process = WorkerProcess(Path(os.environ[ENV_SOLUTION]), os.environ.get(ENV_MODULE, "solution"),
-                                         limits, self.on_output)
+                                         limits, self.on_output, support=_support_files())
             self.process.start()
             if not self.announced:
                 self.announced = True
@@ -183,10 +185,25 @@ _worker = _Worker()
 # ---------------------------------------------------------------------------- config
 
 
+def _support_files() -> tuple[Path, ...]:
+    return tuple(Path(p) for p in os.environ.get(ENV_SUPPORT, "").split(os.pathsep) if p)
+
+
+def _import_support() -> None:
+    """The kata's support files, importable in the judge under their own names (as they are
+    in the worker), so a suite can build e.g. the model it passes to the candidate."""
+    from grader.engine.loading import import_from_path
+
+    for path in _support_files():
+        if path.stem not in sys.modules:
+            import_from_path(path, path.stem)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     global _stream
     config.addinivalue_line("markers", "kata(level, category, description, weight): grading metadata")
     _stream = _Stream(os.environ.get(ENV_RESULTS_FD))
+    _import_support()
     _register_hypothesis_profile()
     if os.environ.get(ENV_SOLUTION):
         _worker.spawn()  # starts while the suite is collected

@@ -102,7 +102,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               max_examples: int | None = None, limits: ResourceLimits | None = None,
               on_event: Callable[[str, dict[str, Any]], None] | None = None,
               workdir: Path | None = None, levels: set[int] | None = None,
-              test_limits: dict[str, float] | None = None) -> RunOutcome:
+              test_limits: dict[str, float] | None = None,
+              support: tuple[Path, ...] = ()) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
     on_event(kind, data) is called with "collected" (data: {"tests": [...]}) and "result"
@@ -117,6 +118,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
             env[plugin.ENV_LEVELS] = ",".join(str(lv) for lv in sorted(levels))
         if test_limits:
             env[plugin.ENV_TEST_LIMITS] = json.dumps(test_limits)
+        if support:
+            env[plugin.ENV_SUPPORT] = os.pathsep.join(str(p.resolve()) for p in support)
         state = _RunState(on_event, test_limits or {})
         max_restarts = 1000
         while max_restarts > 0:

@@ -87,7 +87,7 @@ def bwrap_available() -> str | None:
 
 
 def build(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits: Limits,
-          info_fd: int | None = None) -> WorkerCommand:
+          info_fd: int | None = None, support: tuple[Path, ...] = ()) -> WorkerCommand:
     """The command that starts a worker for `solution` (registered as `module`), talking to
     the judge on the socket `fds[0]` (and `fds[1]` for extra channels)."""
     wanted = mode()
@@ -95,8 +95,8 @@ def build(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits: 
     if wanted == "bwrap" and why_not:
         raise RuntimeError(f"KATA_SANDBOX=bwrap, but {why_not}")
     if why_not is None:
-        return _bwrap(solution, module, fds, limits, info_fd)
-    return _plain(solution, module, fds, tmp, limits, why_not)
+        return _bwrap(solution, module, fds, limits, info_fd, support)
+    return _plain(solution, module, fds, tmp, limits, why_not, support)
 
 
 def _python() -> str:
@@ -104,9 +104,12 @@ def _python() -> str:
     return os.path.abspath(sys.executable)
 
 
-def _worker_args(module: str, file: str, fds: tuple[int, int], block: bool) -> list[str]:
+def _worker_args(module: str, file: str, fds: tuple[int, int], block: bool,
+                 support_dir: str | None) -> list[str]:
     args = ["-s", "-c", _BOOT, "--module", module, "--file", file, "--fd", str(fds[0]),
             "--broker-fd", str(fds[1])]
+    if support_dir:
+        args += ["--support-dir", support_dir]
     return args + (["--block-grader"] if block else [])
 
 
@@ -175,7 +178,7 @@ def _grader_folders() -> list[str]:
 
 
 def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
-           info_fd: int | None) -> WorkerCommand:
+           info_fd: int | None, support: tuple[Path, ...]) -> WorkerCommand:
     exe = shutil.which("bwrap") or "bwrap"
     inside = f"/kata/solution/{module}.py"
     # A virtual environment is bound at a neutral path: the sandbox never sees where the
@@ -212,8 +215,10 @@ def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
     opts += ["--proc", "/proc", "--dev", "/dev",
              "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
              "--ro-bind", str(WORKER_PACKAGE), "/kata/kata_worker",
-             "--ro-bind", str(solution.resolve()), inside,
-             "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+             "--ro-bind", str(solution.resolve()), inside]
+    for path in support:
+        opts += ["--ro-bind", str(path.resolve()), f"/kata/support/{path.name}"]
+    opts += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
     env = {**_base_env(), "PYTHONPATH": "/kata"}
     for key, value in env.items():
         opts += ["--setenv", key, value]
@@ -229,7 +234,8 @@ def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
     # bwrap's own process, and its command line would show the real paths bound inside.
     args_fd = _program_fd(b"".join(a.encode() + b"\0" for a in opts))
     pass_fds.append(args_fd)
-    argv = [exe, "--args", str(args_fd), "--", python] + _worker_args(module, inside, fds, block=False)
+    argv = [exe, "--args", str(args_fd), "--", python] + _worker_args(
+        module, inside, fds, block=False, support_dir="/kata/support" if support else None)
     return WorkerCommand(argv=argv, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/",
                          preexec=_rlimits(limits, with_seccomp=False), pass_fds=tuple(pass_fds),
                          contained=True, candidate_path=inside)
@@ -244,17 +250,23 @@ def _program_fd(program: bytes) -> int:
 
 
 def _plain(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits: Limits,
-           why: str) -> WorkerCommand:
+           why: str, support: tuple[Path, ...]) -> WorkerCommand:
     pkg_root = tmp / "pkg"
     target = pkg_root / "kata_worker"
     if not target.exists():
         shutil.copytree(WORKER_PACKAGE, target, ignore=shutil.ignore_patterns("__pycache__"))
+    support_dir = tmp / "support"
+    if support:
+        support_dir.mkdir(exist_ok=True)
+        for path in support:
+            shutil.copyfile(path, support_dir / path.name)
     work = tmp / "cwd"
     work.mkdir(parents=True, exist_ok=True)
     env = {**_base_env(), "PYTHONPATH": str(pkg_root), "HOME": str(work), "TMPDIR": str(work),
            "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     path = str(solution.resolve())
-    return WorkerCommand(argv=[_python()] + _worker_args(module, path, fds, block=True), env=env,
+    return WorkerCommand(argv=[_python()] + _worker_args(module, path, fds, block=True,
+                                                          support_dir=str(support_dir) if support else None), env=env,
                          cwd=str(work), preexec=_rlimits(limits, with_seccomp=seccomp.supported()),
                          pass_fds=tuple(fds), contained=False, candidate_path=path,
                          notes=[f"uncontained: {why}"])

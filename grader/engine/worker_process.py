@@ -30,8 +30,9 @@ _MAX_RAW_OUTPUT = 64_000
 
 class WorkerProcess:
     def __init__(self, solution: Path, module: str, limits: sandbox.Limits,
-                 on_output: Callable[[str, int], None]) -> None:
+                 on_output: Callable[[str, int], None], support: tuple[Path, ...] = ()) -> None:
         self.solution, self.module, self.limits = solution, module, limits
+        self.support = support
         self.on_output = on_output
         self.tmp = Path(tempfile.mkdtemp(prefix="kata-worker-"))
         self.proc: subprocess.Popen | None = None
@@ -58,7 +59,7 @@ class WorkerProcess:
         broker, broker_child = socket.socketpair()
         info_r, info_w = os.pipe()
         cmd = sandbox.build(self.solution, self.module, (main_child.fileno(), broker_child.fileno()),
-                            self.tmp, self.limits, info_fd=info_w)
+                            self.tmp, self.limits, info_fd=info_w, support=self.support)
         self.command = cmd
         try:
             self.proc = subprocess.Popen(cmd.argv, env=cmd.env, cwd=cmd.cwd, pass_fds=cmd.pass_fds,

@@ -68,12 +68,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--broker-fd", type=int, default=-1)
     parser.add_argument("--block-grader", action="store_true")
+    parser.add_argument("--support-dir", default=None)
     args = parser.parse_args(argv)
 
     if args.block_grader:
         sys.meta_path.insert(0, _GraderBlocker())
     if sys.path and sys.path[0] in ("", "."):
         del sys.path[0]  # never import from the working folder by accident
+    if args.support_dir:
+        sys.path.insert(0, args.support_dir)  # the kata's public files (e.g. its model)
     faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     capture = OutputCapture()
     sys.stdout = sys.stderr = capture
