@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from grader.engine.hypothesis_report import falsifying_example
 from grader.engine.loading import import_from_path
 from grader.protocol import PropertyFailure
 
@@ -223,7 +224,7 @@ def describe_failure(exc: BaseException | None, _timeout: float = 0.0) -> tuple[
     shrunk input, expected and got. Never the test source."""
     if exc is None:
         return "failed", {}
-    steps = _hypothesis_example(exc)
+    steps = falsifying_example(exc)
     group_note = None
     inner = exc
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -272,26 +273,6 @@ def _missing_name(exc: BaseException) -> str | None:
     module = os.environ.get(ENV_MODULE, "")
     match = re.fullmatch(rf"module '{re.escape(module)}' has no attribute '(\w+)'", str(exc))
     return match.group(1) if match else None
-
-
-_NOISE = re.compile(r"^\s*(solution|reference)=.*,\s*$")
-
-
-def _hypothesis_example(exc: BaseException) -> str | None:
-    notes = list(getattr(exc, "__notes__", []) or [])
-    if isinstance(exc, BaseExceptionGroup):
-        for sub in exc.exceptions:
-            notes.extend(getattr(sub, "__notes__", []) or [])
-    lines: list[str] = []
-    for note in notes:
-        if note.startswith(("Falsifying", "state", "Trying example")) or lines:
-            if "reproduce_failure" in note or "Explanation" in note:
-                continue
-            for line in note.splitlines():
-                if not _NOISE.match(line) and "<module" not in line:
-                    lines.append(line)
-    text = "\n".join(lines).strip()
-    return text[:_MAX_MESSAGE_CHARS] or None
 
 
 def _candidate_frames(exc: BaseException) -> str | None:
