@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from grader.catalog import checkout_root
 from grader.engine import plugin
 from grader.engine.limits import ResourceLimits, child_preexec
 from grader.errors import GradingError
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Extra seconds the parent waits past a test's own limit before it kills the child: the
 # in-child alarm should fire first and keep the process alive.
@@ -280,14 +279,30 @@ def _child_env(solution: Path, module: str, results: Path, test_timeout_s: float
         plugin.ENV_MODULE: module,
         plugin.ENV_RESULTS: str(results),
         plugin.ENV_TEST_TIMEOUT: str(test_timeout_s),
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])),
+        "PYTHONPATH": _child_pythonpath(env.get("PYTHONPATH")),
+        # `python -m` would put the child's working directory first on sys.path, where the
+        # candidate's code can write files: a module written there must never be imported.
+        "PYTHONSAFEPATH": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "MPLBACKEND": "Agg",
     })
+    if not env["PYTHONPATH"]:
+        del env["PYTHONPATH"]
     if max_examples is not None:
         env[plugin.ENV_MAX_EXAMPLES] = str(max_examples)
     return env
+
+
+def _child_pythonpath(inherited: str | None) -> str:
+    """The checkout's packages first when kata runs from one (a wheel's are on sys.path
+    already, and site-packages must not move ahead of the standard library), then the
+    absolute entries of the caller's PYTHONPATH: an empty or relative entry would name the
+    child's working directory, never what the caller meant."""
+    root = checkout_root()
+    entries = [str(root)] if root else []
+    entries += [p for p in (inherited or "").split(os.pathsep) if p and os.path.isabs(p)]
+    return os.pathsep.join(entries)
 
 
 def _spawn(cmd: list[str], env: dict[str, str], cwd: Path, limits: ResourceLimits | None) -> _Child:

@@ -1,0 +1,19 @@
+"""A suite that looks for a module the candidate wrote into the grading child's working
+directory: the child must never import it (PYTHONSAFEPATH, no relative PYTHONPATH entries)."""
+
+import importlib
+import sys
+
+from grader.protocol import expect, kata_test
+
+
+@kata_test(level=1, category="api contract", description="the working directory is not on sys.path")
+def test_a_module_written_to_the_working_directory_is_not_imported(solution):
+    name = solution.write_module()
+    importlib.invalidate_caches()  # the finder of a folder caches its listing
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        return
+    expect(False, "a module the candidate wrote to the working directory was imported",
+           got=f"{name} from {sys.modules[name].__file__}")
