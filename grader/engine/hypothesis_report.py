@@ -3,7 +3,7 @@
 Hypothesis attaches what it reports for the final, shrunk failing run to the exception as
 PEP 678 notes (``exc.__notes__``), one note per reported fragment:
 
-    hypothesis 6.90 .. 6.1xx            hypothesis 6.170 and later
+    hypothesis 6.90 .. 6.158            hypothesis 6.159 and later
     "Falsifying example: test_add(      "Failing test case: test_add(
         a=2,                                a=2,
         b=1,                                b=1,
