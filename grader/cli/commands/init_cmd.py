@@ -34,7 +34,8 @@ def init(folder: DirArg = Path(DEFAULT_FOLDER), notebooks: NotebooksOpt = False)
         output.console.print(f"  notebooks/   {len(report.notebooks_copied)} walkthroughs; "
                              "`kata notebook <slug>` writes the paired .ipynb")
     if report.notebooks_kept:
-        output.console.print(f"  kept your notebooks/{', notebooks/'.join(report.notebooks_kept)}")
+        output.console.print(f"  notebooks/   kept {len(report.notebooks_kept)} walkthroughs already there "
+                             f"as they were ({', '.join(report.notebooks_kept)})")
     katas = catalog().katas
     first = "paged-kv" if "paged-kv" in katas else next(iter(katas), "<slug>")
     cd = "" if root == Path.cwd().resolve() else f"cd {_shown(root)} && "
