@@ -27,7 +27,7 @@ def workspace_file() -> Path:
 
 
 def test_every_command_has_help():
-    for command in ("list", "show", "start", "status", "check", "grade", "hint", "reveal",
+    for command in ("init", "list", "show", "start", "status", "check", "grade", "hint", "reveal",
                     "reset", "history", "notebook"):
         result = invoke(command, "--help")
         assert result.exit_code == 0 and "Usage" in result.output, command
