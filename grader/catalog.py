@@ -22,11 +22,30 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-KATAS_DIR = REPO_ROOT / "katas"
+PACKAGE_DIR = Path(__file__).resolve().parent
+# The folder holding the `grader` and `reference` packages: the checkout, or site-packages
+# when kata is installed from a wheel.
+REPO_ROOT = PACKAGE_DIR.parent
+
+
+def _shipped(name: str) -> Path:
+    """katas/ and notebooks/ ship in the wheel as grader/katas and grader/notebooks (no
+    top-level names of their own); in a checkout they are the repository's folders."""
+    packaged = PACKAGE_DIR / name
+    return packaged if packaged.is_dir() else REPO_ROOT / name
+
+
+KATAS_DIR = _shipped("katas")
+NOTEBOOKS_DIR = _shipped("notebooks")
 REFERENCE_DIR = REPO_ROOT / "reference"
-SUITES_DIR = REPO_ROOT / "grader" / "suites"
-NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+SUITES_DIR = PACKAGE_DIR / "suites"
+
+
+def checkout_root() -> Path | None:
+    """The repository kata runs from, or None when it runs from an installed wheel."""
+    if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "katas").is_dir():
+        return REPO_ROOT
+    return None
 
 DIFFICULTIES = ("easy", "medium", "hard")
 REQUIRED_FILES = ("README.md", "kata.toml", "stub.py", "examples.py")
@@ -133,7 +152,8 @@ def load_catalog(katas_dir: Path = KATAS_DIR) -> Catalog:
     katas: dict[str, Kata] = {}
     problems: list[CatalogError] = []
     if not katas_dir.is_dir():
-        return Catalog({}, [CatalogError(f"no katas folder at {katas_dir}")])
+        return Catalog({}, [CatalogError(f"no katas folder at {katas_dir}",
+                                         hint="this kata installation is incomplete; reinstall it")])
     for folder in sorted(p for p in katas_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
         try:
             kata = load_kata(folder)

@@ -1,4 +1,4 @@
-"""Shared fixtures: every test runs with a temporary KATA_HOME and workspace."""
+"""Shared fixtures: every test runs with a temporary KATA_HOME, workspace and working directory."""
 
 from __future__ import annotations
 
@@ -15,4 +15,9 @@ def isolated_home(tmp_path, monkeypatch):
     workspace = tmp_path / "solutions"
     monkeypatch.setenv("KATA_HOME", str(home))
     monkeypatch.setenv("KATA_WORKSPACE", str(workspace))
+    # A kata-workspace.toml in or above the checkout (`kata init .`) would win over
+    # KATA_WORKSPACE: run every test from its own empty folder. Not inside a grading child
+    # (which loads this file for the suites under tests/): its working directory is the run's.
+    if "KATA_RESULTS" not in os.environ:
+        monkeypatch.chdir(tmp_path)
     return home

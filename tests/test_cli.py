@@ -27,7 +27,7 @@ def workspace_file() -> Path:
 
 
 def test_every_command_has_help():
-    for command in ("list", "show", "start", "status", "check", "grade", "hint", "reveal",
+    for command in ("init", "list", "show", "start", "status", "check", "grade", "hint", "reveal",
                     "reset", "history", "notebook"):
         result = invoke(command, "--help")
         assert result.exit_code == 0 and "Usage" in result.output, command
@@ -207,17 +207,27 @@ def test_history_table_and_list_show_the_best_score():
     assert next(r for r in data["katas"] if r["slug"] == "paged-kv")["best_score"] == 100
 
 
-def test_notebook_writes_the_paired_ipynb(tmp_path, monkeypatch):
-    import grader.catalog as catalog_module
-
-    notebooks = tmp_path / "notebooks"
-    notebooks.mkdir()
-    (notebooks / "paged_kv.py").write_text(kata("paged-kv").notebook_path.read_text())
-    monkeypatch.setattr(catalog_module, "NOTEBOOKS_DIR", notebooks)
+def test_notebook_writes_the_paired_ipynb_in_the_workspace():
+    notebooks = Path(os.environ["KATA_WORKSPACE"]) / "notebooks"
     result = invoke("notebook", "paged-kv")
     assert result.exit_code == 0, result.output
+    assert (notebooks / "paged_kv.py").read_text() == kata("paged-kv").notebook_path.read_text()
     nb = json.loads((notebooks / "paged_kv.ipynb").read_text())
     assert nb["metadata"]["jupytext"]["formats"] == "ipynb,py:percent" and len(nb["cells"]) > 3
+
+
+def test_notebook_keeps_your_walkthrough_and_backs_up_your_notebook():
+    notebooks = Path(os.environ["KATA_WORKSPACE"]) / "notebooks"
+    assert invoke("notebook", "paged-kv").exit_code == 0
+    mine = notebooks / "paged_kv.py"
+    mine.write_text(mine.read_text() + "\n# %%\nprint('my own cell')\n")
+    (notebooks / "paged_kv.ipynb").write_text('{"cells": [], "my": "edits"}')
+    result = invoke("notebook", "paged-kv")
+    assert result.exit_code == 0 and "backed up your previous notebook" in result.output
+    assert "my own cell" in mine.read_text() and "my own cell" in (notebooks / "paged_kv.ipynb").read_text()
+    (saved,) = (notebooks / ".backups").iterdir()
+    assert '"my": "edits"' in saved.read_text()
+    assert "backed up" not in invoke("notebook", "paged-kv").output  # unchanged: nothing to save
 
 
 def test_corrupt_database_gives_a_clear_error():

@@ -239,47 +239,51 @@ def test_review_of_a_bundle_for_another_homework_is_rejected(homework, tmp_path)
 # ---------------------------------------------------------------------------- hostile solutions
 
 
-def _contained_run(name: str, workdir: Path, **limits):
+# Each verdict below must come from the limit the test names, whatever the machine's load: the
+# wall-clock limit per test is far above what the passing tests and the limit being tested
+# need with both cores busy (a loaded 2-core machine ran the hoard to 1 GiB for over 3 s; at a
+# load average of 16 a grading child gets ~10% of a core).
+# Only the sleeping solution meets it, and it sleeps for an hour.
+_GENEROUS_TEST_TIMEOUT_S = 120.0
+
+
+def _contained_run(name: str, workdir: Path, test_timeout_s: float = _GENEROUS_TEST_TIMEOUT_S, **limits):
     settings = dict(cpu_seconds=20, memory_bytes=2 * 1024**3, max_file_bytes=10 * 1024**2,
                     scrub_env=True, home=str(workdir))
     settings.update(limits)
-    outcome = run_suite(TOY_SUITE, HOSTILE / f"{name}.py", "toy", 1, test_timeout_s=3.0,
-                        total_timeout_s=90.0, limits=ResourceLimits(**settings), workdir=workdir)
+    outcome = run_suite(TOY_SUITE, HOSTILE / f"{name}.py", "toy", 1, test_timeout_s=test_timeout_s,
+                        total_timeout_s=300.0, limits=ResourceLimits(**settings), workdir=workdir)
     return {t.name: t for t in outcome.tests}
 
 
 def test_a_sleeping_solution_gets_a_timeout_verdict(tmp_path):
-    tests = _contained_run("sleeps", tmp_path)
-    assert "timed out" in tests["test_add"].message and tests["test_scale"].passed
+    # 10 s: the sleep (an hour) always meets it; test_scale (0.4 s at a load average of 16)
+    # passes far within it.
+    tests = _contained_run("sleeps", tmp_path, test_timeout_s=10.0)
+    assert "timed out after 10 s" in tests["test_add"].message and tests["test_scale"].passed
 
 
 def test_unbounded_allocation_hits_the_memory_limit(tmp_path):
     tests = _contained_run("allocates", tmp_path, memory_bytes=1024**3)
     assert not tests["test_add"].passed and ("MemoryError" in tests["test_add"].message
-                                             or "crashed" in tests["test_add"].message)
+                                             or "crashed" in tests["test_add"].message), tests["test_add"].message
     assert tests["test_scale"].passed
 
 
-def test_cpu_burn_is_stopped(tmp_path):
+def test_cpu_burn_is_stopped_by_the_cpu_limit(tmp_path):
+    # 2 CPU seconds: the burn meets them long before the wall-clock limit even on a loaded
+    # machine (3 CPU s took 44 s of wall time at a load average of 16), and a fresh child starts
+    # and passes test_scale in ~0.5 CPU s, well within them.
     tests = _contained_run("burns_cpu", tmp_path, cpu_seconds=2)
-    assert not tests["test_add"].passed and tests["test_scale"].passed
+    assert "SIGXCPU" in tests["test_add"].message or "SIGKILL" in tests["test_add"].message, tests["test_add"].message
+    assert tests["test_scale"].passed
 
 
-def test_forked_children_do_not_outlive_the_run(tmp_path):
+def test_a_solution_cannot_fork(tmp_path):
+    """No child process at all (seccomp), so none can outlive the run."""
     tests = _contained_run("forks", tmp_path)
-    pid = int((tmp_path / "pid.txt").read_text())
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        if Path(f"/proc/{pid}/stat").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
-            break
-        time.sleep(0.2)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        pytest.fail("the forked child survived the grading run")
+    assert not tests["test_add"].passed and "PermissionError" in tests["test_add"].message
+    assert not (tmp_path / "pid.txt").exists()
     assert tests["test_scale"].passed
 
 
@@ -290,13 +294,15 @@ def test_files_are_written_in_the_temporary_workdir_only(tmp_path, monkeypatch):
     workdir = tmp_path / "work"
     workdir.mkdir()
     tests = _contained_run("writes_files", workdir)
-    assert tests["test_add"].passed
-    assert (workdir / "written_by_candidate.txt").exists() and list(coach_cwd.iterdir()) == []
+    assert tests["test_add"].passed  # written, in the worker's own private /tmp
+    assert list(coach_cwd.iterdir()) == [] and not (workdir / "written_by_candidate.txt").exists()
 
 
 def test_file_size_is_limited(tmp_path):
     tests = _contained_run("huge_file", tmp_path, max_file_bytes=5 * 1024**2)
-    assert not tests["test_add"].passed and (tmp_path / "big.bin").stat().st_size <= 5 * 1024**2
+    assert not tests["test_add"].passed, tests["test_add"].message
+    assert "SIGXFSZ" in tests["test_add"].message or "File too large" in tests["test_add"].message
+    assert tests["test_scale"].passed
 
 
 def test_the_coachs_home_and_environment_are_not_visible(tmp_path, monkeypatch):

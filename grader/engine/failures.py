@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from grader.engine.hypothesis_report import falsifying_example
 from grader.engine.judge_bridge import WorkerCrashed
 from grader.protocol import PropertyFailure
 from grader.worker.bridge import CandidateExit
@@ -45,7 +46,7 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
     """(message, details) for the scorecard."""
     if exc is None:
         return "failed", {}
-    steps = hypothesis_example(exc)
+    steps = falsifying_example(exc)
     group_note = None
     inner = exc
     if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -120,26 +121,3 @@ def _missing_name(exc: BaseException) -> str | None:
         return None
     match = re.fullmatch(r"module '\w+' has no attribute '(\w+)'", str(exc))
     return match.group(1) if match else None
-
-
-_NOISE = re.compile(r"^\s*(solution|reference)=.*,\s*$")
-# The first line of hypothesis's report of the minimal failing example, across releases:
-# "Falsifying example:" (to 6.15x), "Failing test case:" (6.16x+), and the stateful steps.
-_EXAMPLE_STARTS = ("Falsifying", "Failing test case", "state", "Trying example")
-
-
-def hypothesis_example(exc: BaseException) -> str | None:
-    notes = list(getattr(exc, "__notes__", []) or [])
-    if isinstance(exc, BaseExceptionGroup):
-        for sub in exc.exceptions:
-            notes.extend(getattr(sub, "__notes__", []) or [])
-    lines: list[str] = []
-    for note in notes:
-        if note.startswith(_EXAMPLE_STARTS) or lines:
-            if "reproduce_failure" in note or "Explanation" in note:
-                continue
-            for line in note.splitlines():
-                if not _NOISE.match(line) and "<module" not in line:
-                    lines.append(line)
-    text = "\n".join(lines).strip()
-    return text[:MAX_MESSAGE_CHARS] or None

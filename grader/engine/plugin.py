@@ -44,6 +44,7 @@ ENV_LEVELS = "KATA_LEVELS"  # comma-separated levels to run (default: all)
 ENV_SUPPORT = "KATA_SUPPORT"  # the kata's support files (os.pathsep-separated paths)
 ENV_MEMORY = "KATA_WORKER_MEMORY_BYTES"
 ENV_CPU = "KATA_WORKER_CPU_SECONDS"
+ENV_FILE = "KATA_WORKER_FILE_BYTES"
 
 _MAX_LINE_BYTES = 256_000
 _MAX_OUTPUT_LINES = 40
@@ -116,7 +117,8 @@ class _Worker:
         if self.process is None and self.import_error is None:
             limits = sandbox.Limits(
                 memory_bytes=int(os.environ.get(ENV_MEMORY, 16 * 1024**3)) or None,
-                cpu_seconds=int(os.environ.get(ENV_CPU, 0)) or None)
+                cpu_seconds=int(os.environ.get(ENV_CPU, 0)) or None,
+                file_bytes=int(os.environ.get(ENV_FILE, 64 * 1024**2)) or None)
             self.process = WorkerProcess(Path(os.environ[ENV_SOLUTION]), os.environ.get(ENV_MODULE, "solution"),
                                          limits, self.on_output, support=_support_files())
             self.process.start()

@@ -23,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from grader.catalog import checkout_root
 from grader.engine import plugin
 from grader.engine.limits import ResourceLimits
 from grader.errors import GradingError
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Extra seconds the parent waits past a test's own limit before it kills the child: the
 # in-child alarm should fire first and keep the process alive.
@@ -295,6 +294,7 @@ def _pytest_command(suite: Path, seed: int, deselect: list[str]) -> list[str]:
            # Suites fail through expect(); skipping assertion rewriting and plugins a grading
            # run never uses saves about 1.5 s of CPU per run.
            "--assert=plain", "-p", "no:unraisableexception", "-p", "no:benchmark", "-p", "no:xdist",
+           "--noconftest",  # a suite under tests/ must not pick up the project's own conftest
            "-c", os.devnull, "--rootdir", str(suite.parent),
            f"--hypothesis-seed={seed}", "-W", "ignore"]
     for nodeid in deselect:
@@ -310,19 +310,37 @@ def _judge_env(solution: Path, module: str, test_timeout_s: float, max_examples:
         plugin.ENV_SOLUTION: str(solution.resolve()),
         plugin.ENV_MODULE: module,
         plugin.ENV_TEST_TIMEOUT: str(test_timeout_s),
-        "PYTHONPATH": os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])),
+        "PYTHONPATH": _child_pythonpath(env.get("PYTHONPATH")),
+        # `python -m` would put the child's working directory first on sys.path, where the
+        # candidate's code can write files: a module written there must never be imported.
+        "PYTHONSAFEPATH": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "MPLBACKEND": "Agg",
     })
+    if not env["PYTHONPATH"]:
+        del env["PYTHONPATH"]
     if limits is not None:
         if limits.memory_bytes:
             env[plugin.ENV_MEMORY] = str(limits.memory_bytes)
         if limits.cpu_seconds:
             env[plugin.ENV_CPU] = str(limits.cpu_seconds)
+        if limits.max_file_bytes:
+            env[plugin.ENV_FILE] = str(limits.max_file_bytes)
     if max_examples is not None:
         env[plugin.ENV_MAX_EXAMPLES] = str(max_examples)
     return env
+
+
+def _child_pythonpath(inherited: str | None) -> str:
+    """The checkout's packages first when kata runs from one (a wheel's are on sys.path
+    already, and site-packages must not move ahead of the standard library), then the
+    absolute entries of the caller's PYTHONPATH: an empty or relative entry would name the
+    child's working directory, never what the caller meant."""
+    root = checkout_root()
+    entries = [str(root)] if root else []
+    entries += [p for p in (inherited or "").split(os.pathsep) if p and os.path.isabs(p)]
+    return os.pathsep.join(entries)
 
 
 def _spawn(cmd: list[str], env: dict[str, str], cwd: Path) -> _Child:

@@ -21,7 +21,9 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Do not print the 
 
 def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
           quiet: QuietOpt = False) -> None:
-    """Start a timed session: writes solutions/<module>.py from the stub and starts the clock."""
+    """Start a timed session: writes solutions/<module>.py from the stub and starts the clock.
+
+    Run it inside a workspace (`kata init` makes one); `--force` restarts the clock."""
     kata = catalog().get(slug)
     with Store() as store:
         active = store.active_session(kata.slug)
@@ -35,7 +37,9 @@ def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
         f"\n[bold green]started[/] {kata.title} ({kata.slug}): edit [bold]{session.solution_path}[/]\n"
         f"deadline {output.fmt_when(session.deadline)} ({session.minutes} min)\n"
         f"run the visible examples: [bold]kata check[/]   a hint: [bold]kata hint[/]   "
-        f"grade and finish: [bold]kata grade[/]")
+        f"grade and finish: [bold]kata grade[/]\n"
+        f"started by accident? [bold]kata start {kata.slug} --force[/] restarts the clock "
+        "(your file is backed up first)")
 
 
 def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
