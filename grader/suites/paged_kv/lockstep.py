@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from hypothesis import settings, strategies as st
+from hypothesis import Phase, settings, strategies as st
 from hypothesis.stateful import (Bundle, RuleBasedStateMachine, consumes, initialize, multiple,
                                  precondition, rule, run_state_machine_as_test)
 
+from grader.protocol import PropertyFailure
+from grader.suites.paged_kv.minimize import minimize
 from grader.suites.paged_kv.paired import RAISED, Paired
 from grader.suites.paged_kv.strategies import DOCUMENTS, document_prompts
 
@@ -27,9 +29,17 @@ INVALID_LEVEL3 = ("prompt existing id", "prompt empty")
 
 
 def run_lockstep(solution: Any, reference: Any, *, level: int, max_examples: int) -> None:
+    """Random call sequences until one fails; that one is shrunk by minimize() (replaying
+    the recorded calls), far cheaper than hypothesis's shrinker on a state machine."""
     machine = make_machine(solution, reference, level)
-    run_state_machine_as_test(machine, settings=settings(max_examples=max_examples,
-                                                         stateful_step_count=15))
+    try:
+        run_state_machine_as_test(machine, settings=settings(
+            max_examples=max_examples, stateful_step_count=15, report_multiple_bugs=False,
+            phases=[Phase.explicit, Phase.generate]))
+    except PropertyFailure as failure:
+        if getattr(failure, "replay", None) is None:
+            raise
+        raise minimize(solution, reference, failure) from None
 
 
 def make_machine(solution: Any, reference: Any, level: int) -> type:
@@ -161,7 +171,9 @@ class LockstepMachine(RuleBasedStateMachine):
             self.pair.rejected("allocate_prompt", self._peek_id(), [])
 
     def teardown(self) -> None:
-        if hasattr(self, "pair"):
+        """Free everything: the pool must be whole again. (Hypothesis runs teardown after a
+        failing step too; a failure already raised must stay the one reported.)"""
+        if hasattr(self, "pair") and not self.pair.failed:
             self.pair.free_all()
 
     # ------------------------------------------------------------ helpers

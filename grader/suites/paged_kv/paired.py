@@ -40,6 +40,7 @@ class Paired:
         self.reference = reference
         self.num_blocks, self.block_size = num_blocks, block_size
         self.calls = [f"PagedKVCacheAllocator({num_blocks}, {block_size})"]
+        self.steps: list[tuple[str, tuple[Any, ...]]] = []  # (method, args): to replay a failure
         self.want = reference.PagedKVCacheAllocator(num_blocks, block_size)
         self.got = self._candidate(self.calls[0], lambda: solution.PagedKVCacheAllocator(num_blocks, block_size),
                                    "the constructor accepts sizes >= 1", "an allocator")
@@ -50,6 +51,7 @@ class Paired:
         self.ever_cached: set[int] = set()   # reference hashes that were cached at some point
         self.duplicated: set[int] = set()    # hashes a prompt met as already cached
         self.num_markers = 0
+        self.failed = False
         self.got_tables: dict[str, list[int]] = {}
         self.want_tables: dict[str, list[int]] = {}
 
@@ -57,6 +59,7 @@ class Paired:
 
     def allocate(self, request_id: str, k: int) -> Any:
         """allocate on both; returns the reference's answer (or _RAISED)."""
+        self.steps.append(("allocate", (request_id, k)))
         call = f"allocate({request_id!r}, {k})"
         live = request_id in self.history
         got_old, want_old = self.got_tables.get(request_id, []), self.want_tables.get(request_id, [])
@@ -72,6 +75,7 @@ class Paired:
         return want
 
     def free(self, request_id: str) -> Any:
+        self.steps.append(("free", (request_id,)))
         call = f"free({request_id!r})"
         decider = "free" if request_id in self.history else "unknown"
         want, got = self._run(call, lambda a: a.free(request_id), decider)
@@ -86,6 +90,7 @@ class Paired:
     def rejected(self, method: str, *args: Any) -> None:
         """A call the statement rejects (block_table/num_tokens of an unknown id, ...): both
         must raise the same error, and nothing may change."""
+        self.steps.append(("rejected", (method, *args)))
         call = f"{method}({', '.join(repr(a) for a in args)})"
         decider = {"free": "unknown", "block_table": "unknown", "num_tokens": "unknown",
                    "allocate": "negative", "fork": "fork_unknown" if args[0] not in self.history else "fork_exists",
@@ -95,6 +100,7 @@ class Paired:
         self.check(call, "rejected")
 
     def fork(self, parent_id: str, child_id: str) -> Any:
+        self.steps.append(("fork", (parent_id, child_id)))
         call = f"fork({parent_id!r}, {child_id!r})"
         decider = ("fork_unknown" if parent_id not in self.history
                    else "fork_exists" if child_id in self.history else "fork")
@@ -107,6 +113,7 @@ class Paired:
         return None
 
     def pop_copies(self) -> list[tuple[int, int]]:
+        self.steps.append(("pop_copies", ()))
         call = "pop_copies()"
         want, got = self._run(call, lambda a: a.pop_copies(), "pop_copies")
         try:
@@ -129,6 +136,7 @@ class Paired:
         return got
 
     def allocate_prompt(self, request_id: str, token_ids: Sequence[int]) -> Any:
+        self.steps.append(("allocate_prompt", (request_id, list(token_ids))))
         tokens = list(token_ids)
         call = f"allocate_prompt({request_id!r}, {tokens})"
         decider = ("prompt_exists" if request_id in self.history
@@ -145,7 +153,7 @@ class Paired:
         if got != want or type(got) is not type(want):
             self._fail(f"return value of {call} — rule: {self._prompt_rule(context, got, want)}",
                        expected=want, got=got)
-        self._note_cache(context)
+        self._note_cache(context, want)
         if want is None:
             self.check(call, "rejected")
             return want
@@ -252,10 +260,12 @@ class Paired:
                 "cached_before": set(want._hash_to_block),
                 "free_before": {h for h, b in zip(hashes, blocks) if b is not None and want._ref_cnt[b] == 0}}
 
-    def _note_cache(self, context: dict[str, Any]) -> None:
-        cached_now = self.want._hash_to_block
-        self.duplicated |= {h for h in context["hashes"] if h in context["cached_before"] and h in cached_now}
-        self.ever_cached |= set(cached_now)
+    def _note_cache(self, context: dict[str, Any], want: Any) -> None:
+        """Remember the hashes ever cached, and those a fresh block met as already cached."""
+        if want is not None:
+            fresh = context["hashes"][want // self.block_size:]
+            self.duplicated |= {h for h in fresh if h in context["cached_before"]}
+        self.ever_cached |= set(self.want._hash_to_block)
 
     def _prompt_rule(self, context: dict[str, Any], got: Any, want: Any) -> str:
         """Why the reference served `want` cached tokens where the candidate served `got`."""
@@ -327,7 +337,10 @@ class Paired:
             self._fail(f"return value of {call} — rule: {RULE[decider]}", expected=want, got=got)
 
     def _fail(self, prop: str, *, expected: Any = None, got: Any = None) -> None:
-        raise PropertyFailure(prop, input="; ".join(self.calls), expected=expected, got=got)
+        self.failed = True  # a teardown must not replace this failure with a later one
+        failure = PropertyFailure(prop, input="; ".join(self.calls), expected=expected, got=got)
+        failure.replay = (self.num_blocks, self.block_size, list(self.steps))  # for minimize()
+        raise failure
 
     def _record_allocation(self, call: str, request_id: str, k: int, old: list[int], want_old: list[int]) -> None:
         """Check and replay a successful allocate: copy-on-write, then the k new tokens."""
@@ -364,3 +377,11 @@ class Paired:
 
 
 RAISED = _RAISED
+
+
+def replay(solution: Any, reference: Any, num_blocks: int, block_size: int,
+           steps: list[tuple[str, tuple[Any, ...]]]) -> None:
+    """Run the recorded calls again on a fresh pair (raises what they raise)."""
+    pair = Paired(solution, reference, num_blocks, block_size)
+    for method, args in steps:
+        getattr(pair, method)(*args)
