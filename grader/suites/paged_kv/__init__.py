@@ -8,6 +8,8 @@ eviction order. Nothing depends on which physical block ids a solution hands out
     strategies.py           hypothesis strategies, documents, small helpers
     paired.py               candidate and reference driven together, compared after each call
     lockstep.py             the RuleBasedStateMachine drawing random call sequences
+    minimize.py             shrinks a failing lockstep run by replaying its recorded calls
+    timing.py               best-of-N timing and growth exponents through the measurement API
     test_level1.py          RULES map + allocate/free tests (+ the efficiency test)
     test_level2.py          RULES map + fork / copy-on-write / pop_copies tests
     test_level3.py          RULES map + prefix-caching tests

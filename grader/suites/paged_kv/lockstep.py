@@ -149,10 +149,10 @@ class LockstepMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ level 3
 
     @precondition(at_level(3))
-    @rule(target=requests, prompt=document_prompts)
-    def allocate_prompt(self, prompt: list[int]) -> Any:
+    @rule(target=requests, prompt=document_prompts, reuse_freed_id=st.booleans())
+    def allocate_prompt(self, prompt: list[int], reuse_freed_id: bool = False) -> Any:
         self.last_document = next(i for i, doc in enumerate(DOCUMENTS) if list(doc[:len(prompt)]) == prompt)
-        request_id = self._new_id()
+        request_id = self.freed.pop(0) if reuse_freed_id and self.freed else self._new_id()
         want = self.pair.allocate_prompt(request_id, prompt)
         return multiple() if want is None or want is RAISED else request_id
 

@@ -238,6 +238,8 @@ def test_rejected_fork_leaves_no_trace(solution, reference):
     pair.free("a")
     pair.free("c")
     pair.allocate("d", 8)             # every block but b's: nothing leaked
+    pair.free("d")
+    pair.fork("b", "d")               # a freed id may be a child again
     pair.free_all()
 
 

@@ -35,6 +35,8 @@ RULES = {
         "test_full_last_block_is_cached",
     "cached blocks hit whatever their id (block 0 too)": "test_cached_blocks_hit_whatever_their_id",
     "a hit block's count goes up and a free one leaves the free pool": "test_hit_blocks_leave_the_free_pool",
+    "hit blocks leave the free pool before the fresh blocks are taken: a prompt never evicts its own hit":
+        "test_hit_block_is_never_evicted_by_its_own_prompt",
     "a full block whose prefix is already cached stays plain; the existing entry stays":
         "test_cached_prefix_is_not_cached_twice",
     "'already cached' is judged after the call's fresh blocks are taken":
@@ -164,6 +166,19 @@ def test_hit_blocks_leave_the_free_pool(solution, block_size, prompt):
         overlap = set(alloc.block_table("c")) & set(alloc.block_table("b"))
         expect(not overlap, RULE["no_sharing"], input={**shown, "then": "allocate('c', every free slot)"},
                expected=[], got=sorted(overlap))
+
+
+@kata_test(level=3, category="correctness",
+           description="a prompt's hit blocks leave the free pool before its fresh blocks are taken (never evicted by them)")
+def test_hit_block_is_never_evicted_by_its_own_prompt(solution, reference):
+    pair = Paired(solution, reference, 3, 2)
+    pair.allocate_prompt("p", [1, 2])        # [1, 2] cached
+    pair.allocate_prompt("q", [3, 4, 5, 6])  # [3, 4], [5, 6] cached
+    pair.free("p")
+    pair.free("q")                           # cached free, oldest first: [1, 2], [5, 6], [3, 4]
+    pair.allocate_prompt("r", [1, 2, 7])     # hits the oldest; its fresh block evicts [5, 6]
+    pair.allocate_prompt("s", [3, 4, 8])     # [3, 4] is still cached
+    pair.free_all()
 
 
 @kata_test(level=3, category="edge cases",
