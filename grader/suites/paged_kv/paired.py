@@ -152,7 +152,7 @@ class Paired:
             self._fail(f"token_ids after {call} — rule: {RULE['not_modified']}", expected=tokens, got=passed)
         if got != want or type(got) is not type(want):
             self._fail(f"return value of {call} — rule: {self._prompt_rule(context, got, want)}",
-                       expected=want, got=got)
+                       expected=_shown(want), got=_shown(got))
         self._note_cache(context, want)
         if want is None:
             self.check(call, "rejected")
@@ -334,7 +334,7 @@ class Paired:
 
     def _same(self, call: str, got: Any, want: Any, decider: str) -> None:
         if got != want or type(got) is not type(want):
-            self._fail(f"return value of {call} — rule: {RULE[decider]}", expected=want, got=got)
+            self._fail(f"return value of {call} — rule: {RULE[decider]}", expected=_shown(want), got=_shown(got))
 
     def _fail(self, prop: str, *, expected: Any = None, got: Any = None) -> None:
         self.failed = True  # a teardown must not replace this failure with a later one
@@ -377,6 +377,11 @@ class Paired:
 
 
 RAISED = _RAISED
+
+
+def _shown(value: Any) -> Any:
+    """None itself would be read as 'nothing to show' by the scorecard."""
+    return "None" if value is None else value
 
 
 def replay(solution: Any, reference: Any, num_blocks: int, block_size: int,
