@@ -95,6 +95,16 @@ def call_many(fn: Callable, calls: list[tuple[tuple, dict]], *, what: str) -> li
         raise PropertyFailure(f"{what} is not implemented yet (NotImplementedError)") from exc
 
 
+def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool, Any]]:
+    """Many reads of one object: for each (name, args), obj.name(*args), or the attribute
+    obj.name when args is None. Returns [(True, value) or (False, the exception raised)] in
+    order, in one round trip to the worker when obj is the candidate's (a plain loop for the
+    reference). Use it to check a whole state after every step of a lockstep machine."""
+    from grader.engine.judge_bridge import read_all as _read_all
+
+    return _read_all(obj, reads)
+
+
 def show(value: Any) -> str:
     """A short, readable rendering of a value for a scorecard: tensors with shape and dtype,
     floats rounded, long things cut."""

@@ -1,63 +1,30 @@
-"""The `paged-kv` kata's hidden suite rejects each realistic buggy allocator with the property a
-reader would expect, gives full marks to correct allocators that hand out other block ids,
-and keeps the shrunk failures found while building it as named regressions."""
+"""The `paged-kv` kata's hidden suite rejects each realistic buggy allocator of the corpus at
+the level its rules break, with the property a reader would expect (tests/corpus/paged_kv/
+corpus.toml), gives full marks to correct allocators that hand out other block ids, and keeps
+the shrunk failures found while building it as named regressions."""
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
 
 import pytest
 
-from tests.kata_testing import CORPUS_DIR, assert_rejected_by, assert_scores_full
+from tests.kata_testing import (CORPUS_DIR, assert_rejected_at_level, assert_scores_full,
+                                buggy_params, correct_params)
 
 SLUG = "paged-kv"
 
-BUGGY = [
-    # level 1
-    ("buggy_block_count_floor_plus_one.py", "test_block_count_is_ceil_of_tokens"),
-    ("buggy_partial_allocation_leaks.py", "test_failed_allocate_changes_nothing"),
-    ("buggy_failed_allocate_creates_request.py", "test_failed_allocate_changes_nothing"),
-    ("buggy_double_free_unnoticed.py", "test_errors_for_bad_arguments"),
-    ("buggy_free_keeps_request_id.py", "test_errors_for_bad_arguments"),
-    ("buggy_block_table_returns_internal_list.py", "test_block_table_is_a_fresh_list"),
-    ("buggy_linear_scan_free_list.py", "test_allocate_and_free_take_constant_time"),
-    # level 2
-    ("buggy_fork_without_ref_counts.py", "test_fork_shares_every_block"),
-    ("buggy_free_shared_block_to_pool.py", "test_fork_shares_every_block"),
-    ("buggy_no_copy_on_write.py", "test_copy_on_write_of_a_shared_partial_block"),
-    ("buggy_copy_on_write_leaks_old_block.py", "test_copy_on_write_of_a_shared_partial_block"),
-    ("buggy_copies_full_shared_block.py", "test_copy_on_write_of_a_shared_partial_block"),
-    ("buggy_copy_on_allocate_zero.py", "test_copy_on_write_of_a_shared_partial_block"),
-    ("buggy_fork_checks_child_first.py", "test_fork_errors"),
-    # level 3
-    ("buggy_cache_hit_left_in_free_queue.py", "test_hit_blocks_leave_the_free_pool"),
-    ("buggy_hash_without_prefix.py", "test_hits_need_the_same_whole_prefix"),
-    ("buggy_no_last_token_cap.py", "test_repeated_prompt_hits_all_but_the_last_token"),
-    ("buggy_forward_order_eviction.py", "test_eviction_takes_later_blocks_first"),
-    ("buggy_newest_cached_evicted_first.py", "test_eviction_prefers_uncached_then_oldest"),
-    ("buggy_cached_before_uncached.py", "test_eviction_prefers_uncached_then_oldest"),
-    ("buggy_eviction_keeps_stale_hash.py", "test_eviction_prefers_uncached_then_oldest"),
-    ("buggy_recaches_duplicate_prefix.py", "test_cached_prefix_is_not_cached_twice"),
-    ("buggy_prompt_room_ignores_free_hits.py", "test_allocate_prompt_errors_and_no_room"),
-]
 
-CORRECT = ["correct_lifo_free_stack.py", "correct_highest_id_first.py"]
+@pytest.mark.parametrize(("entry", "seed"), buggy_params(SLUG))
+def test_buggy_solution_is_rejected_at_its_level(entry, seed):
+    assert_rejected_at_level(SLUG, entry, seed)
 
 
-@pytest.mark.parametrize(("name", "expected_test"), BUGGY, ids=[name for name, _ in BUGGY])
-def test_buggy_solution_is_rejected_by_expected_property(name, expected_test):
-    assert_rejected_by(SLUG, name, expected_test)
-
-
-@pytest.mark.parametrize("name", CORRECT)
-def test_correct_alternative_scores_full(name):
-    assert_scores_full(SLUG, name)
-
-
-def test_corpus_is_listed_completely():
-    on_disk = {p.name for p in (CORPUS_DIR / "paged_kv").glob("*.py")}
-    assert on_disk == {name for name, _ in BUGGY} | set(CORRECT)
+@pytest.mark.parametrize(("name", "seed"), correct_params(SLUG))
+def test_correct_alternative_scores_full(name, seed):
+    assert_scores_full(SLUG, name, seed)
 
 
 # ---------------------------------------------------------------- pinned regressions
@@ -66,14 +33,20 @@ def test_corpus_is_listed_completely():
 
 
 def _load(name):
-    path = CORPUS_DIR / "paged_kv" / name if name != "reference" else None
-    if path is None:
+    if name == "reference":
         return importlib.import_module("reference.paged_kv")
+    path = CORPUS_DIR / "paged_kv" / name
     spec = importlib.util.spec_from_file_location(f"paged_kv_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _paired(name):
+    from grader.suites.paged_kv.paired import Paired
+
+    return Paired(_load(name), _load("reference"), 3, 2)
 
 
 def test_regression_hit_on_a_free_cached_block_leaves_the_pool():
@@ -103,3 +76,38 @@ def test_regression_eviction_keeps_stale_hash_serves_wrong_block():
             results[name] = "KeyError"
     assert results["reference"] == 0
     assert results["buggy_eviction_keeps_stale_hash.py"] != 0
+
+
+def test_regression_teardown_does_not_mask_the_first_failure():
+    """Found while building the package: hypothesis runs a machine's teardown after a failing
+    step, and the teardown's free() used to report a later, misleading failure (a leak after
+    free) instead of the rejected fork into an id a negative allocate had left behind."""
+    from grader.protocol import PropertyFailure
+
+    pair = _paired("buggy_negative_count_creates_request.py")
+    pair.allocate("r2", 1)
+    pair.rejected("allocate", "r3", -1)
+    with pytest.raises(PropertyFailure) as failure:
+        pair.fork("r2", "r3")
+    assert failure.value.prop.startswith("fork('r2', 'r3')")
+    assert pair.failed
+
+
+def test_regression_same_source_copies_before_one_pop():
+    """The audit's escape: two copies of one block before pop_copies(); a dict keyed by the
+    source keeps one of them and used to score 100."""
+    from grader.protocol import PropertyFailure
+
+    for name, fails in (("reference", False), ("buggy_pending_copies_keyed_by_source.py", True)):
+        pair = _paired(name)
+        pair.allocate("a", 1)
+        pair.fork("a", "b")
+        pair.fork("a", "c")
+        pair.allocate("b", 1)
+        pair.allocate("c", 1)
+        try:
+            pair.pop_copies()
+        except PropertyFailure as failure:
+            assert fails and "several copies from one source block" in failure.prop, name
+        else:
+            assert not fails, name

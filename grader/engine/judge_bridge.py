@@ -164,6 +164,25 @@ def call_many(fn: Any, calls: list[tuple[tuple, dict]]) -> list:
     return [fn(*args, **dict(kwargs)) for args, kwargs in calls]
 
 
+def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool, Any]]:
+    """For each (name, args): obj.name(*args), or the attribute obj.name when args is None;
+    [(True, value) or (False, exception)] in order. One request when obj is the candidate's."""
+    if isinstance(obj, RemoteObject):
+        wire = [(name, None if args is None else tuple(args), ()) for name, args in reads]
+        outcomes = obj._kata_bridge.request("read_all", obj, wire)
+        if type(outcomes) is not list or len(outcomes) != len(reads) or not all(
+                type(o) is tuple and len(o) == 2 and type(o[0]) is bool for o in outcomes):
+            raise TypeError("read_all: the worker's answer does not fit the reads")
+        return outcomes
+    out: list[tuple[bool, Any]] = []
+    for name, args in reads:
+        try:
+            out.append((True, getattr(obj, name) if args is None else getattr(obj, name)(*args)))
+        except Exception as exc:  # noqa: BLE001
+            out.append((False, exc))
+    return out
+
+
 def _typed(value: Any, kind: type, what: str) -> Any:
     if type(value) is not kind:
         raise TypeError(f"{what} of an object of your code returned {type(value).__name__}, not {kind.__name__}")
@@ -403,7 +422,11 @@ class JudgeEndpoint(Endpoint):
             return remote_autograd_output(self, extra, value)
         return super().finish_tensor(value, requires_grad, is_param, grad, None)
 
-    DECODERS = {**Endpoint.DECODERS, "R": _d_proxy, "c": _d_callback, "MU": _d_module_state}
+    def _d_exception(self, tree: tuple, depth: int) -> Any:
+        return self.decode_exception(tree[1]) if len(tree) == 2 else BridgeError("malformed exception")
+
+    DECODERS = {**Endpoint.DECODERS, "R": _d_proxy, "c": _d_callback, "MU": _d_module_state,
+                "EX": _d_exception}
 
     # ---------------------------------------------------------------- callbacks in
 

@@ -51,13 +51,24 @@ class Transcript:
             self.dropped += 1
 
 
+_context_var: Any = None
+
+
 def current_example() -> Any:
     """An object standing for the running hypothesis example (None outside one)."""
-    try:
-        from hypothesis.control import current_build_context
+    global _context_var
+    if _context_var is None:
+        try:
+            from hypothesis.control import _current_build_context
 
-        return current_build_context()
-    except Exception:  # noqa: BLE001 - outside @given, or an API that moved
+            _context_var = _current_build_context
+        except ImportError:  # an API that moved: one transcript per test
+            _context_var = False
+    if _context_var is False:
+        return None
+    try:
+        return _context_var.value
+    except Exception:  # noqa: BLE001
         return None
 
 

@@ -10,7 +10,6 @@ from typing import Any, Callable, Sequence
 import torch
 from hypothesis import strategies as st
 
-from grader.worker.measure import measuring
 from grader.protocol import PropertyFailure, show
 
 # Explicit tolerances per dtype (atol, rtol), for results compared with a float32/float64
@@ -80,88 +79,7 @@ def check_close(got: Any, expected: torch.Tensor, prop: str, *, input: Any = Non
              f"(atol={atol:g}, rtol={rtol:g})")
 
 
-# ---------------------------------------------------------------------------- measurement
-# Efficiency tests measure only through these helpers (grader.engine.measure): the
-# candidate's code runs in a worker process, and its share is measured there.
-
-
-def count_ops(fn: Callable[[], Any]) -> int:
-    """Number of torch operations `fn()` calls (functions, methods, operators): exact and
-    immune to machine noise, so "no Python loop over rows/heads" is checked by comparing
-    counts at two sizes. Counted at the torch-function level: a dispatch-level mode would
-    import torch._dynamo on first use, about a second of every grading run."""
-    with torch.no_grad(), measuring("ops") as m:
-        fn()
-    return m.ops
-
-
-def count_flops(fn: Callable[[], Any]) -> int:
-    """FLOPs of `fn()` as torch.utils.flop_counter.FlopCounterMode counts them."""
-    with measuring("flops") as m:
-        fn()
-    return m.flops
-
-
-def count_syncs(fn: Callable[[], Any]) -> int:
-    """Device-to-host synchronisations `fn()` makes (item, tolist, cpu, boolean-mask
-    indexing, ...; see grader.engine.measure)."""
-    with measuring("syncs") as m:
-        fn()
-    return m.syncs
-
-
-def new_storages(fn: Callable[[], Any]) -> list[tuple[int, tuple[int, ...], str]]:
-    """Every tensor storage `fn()` creates: (numel of the storage, shape, dtype name)."""
-    with measuring("storages") as m:
-        fn()
-    return m.storages
-
-
-def exec_time_s(fn: Callable[[], Any]) -> float:
-    """Seconds `fn()` spends executing: its own code here plus the candidate's calls as the
-    worker timed them (the transport between the two does not count)."""
-    with measuring("time") as m:
-        fn()
-    return m.time_s
-
-
-def median_time_s(fn: Callable[[], Any], *, repeats: int = 5, min_time_s: float = 0.002) -> float:
-    """Median execution time of fn(), each sample looping until it lasts at least min_time_s."""
-    fn()  # warm-up
-    samples = []
-    for _ in range(repeats):
-        loops, elapsed = 0, 0.0
-        while elapsed < min_time_s:
-            elapsed += exec_time_s(fn)
-            loops += 1
-        samples.append(elapsed / loops)
-    samples.sort()
-    return samples[len(samples) // 2]
-
-
-def best_time_s(fn: Callable[[], Any], *, repeats: int = 5, min_time_s: float = 0.002) -> float:
-    """Best (minimum) per-call execution time of fn() over `repeats` samples: the least
-    noisy estimate when other work shares the machine."""
-    fn()  # warm-up
-    best = math.inf
-    for _ in range(repeats):
-        loops, elapsed = 0, 0.0
-        while elapsed < min_time_s:
-            elapsed += exec_time_s(fn)
-            loops += 1
-        best = min(best, elapsed / loops)
-    return best
-
-
-def growth_exponent(run_at: Callable[[int], Callable[[], Any]], sizes: Sequence[int], *,
-                    timer: Callable[[Callable[[], Any]], float] = median_time_s) -> float:
-    """Slope of log(time) against log(size): about 1 for linear work, 2 for quadratic.
-    `run_at(n)` prepares a workload of size n and returns the callable to time."""
-    xs, ys = [], []
-    for n in sizes:
-        xs.append(math.log(n))
-        ys.append(math.log(max(timer(run_at(n)), 1e-9)))
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    num = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
-    den = sum((x - mean_x) ** 2 for x in xs)
-    return num / den
+# Measurements (ops, FLOPs, syncs, storages, time, growth rates) live in the torch-free
+# grader.suites._measure; re-exported here for the suites that already import torch.
+from grader.suites._measure import (best_time_s, count_flops, count_ops, count_syncs,  # noqa: E402,F401
+                                    exec_time_s, growth_exponent, median_time_s, new_storages)

@@ -123,6 +123,8 @@ class WorkerEndpoint(Endpoint):
             return self.encode_shared(value, depth=depth)
         if isinstance(value, Callback):
             return ("c", value._kata_handle)
+        if isinstance(value, BaseException):  # an outcome of read_all
+            return ("EX", self.encode_exception(value))
         cls = type(value)
         tid, info = self._type(cls)
         sent = tid in self.types_sent
@@ -323,6 +325,19 @@ def _iter(ep: WorkerEndpoint, obj: Any) -> list:
     return items
 
 
+def _read_all(ep: WorkerEndpoint, obj: Any, reads: list) -> list:
+    """[(True, value) or (False, exception)] for each (name, args or None, kwargs): a method
+    call, or an attribute read when args is None; one request for many reads of one object."""
+    out = []
+    for name, args, kwargs in reads:
+        try:
+            value = getattr(obj, name) if args is None else getattr(obj, name)(*args, **dict(kwargs))
+            out.append((True, value))
+        except Exception as exc:  # noqa: BLE001 - each read's outcome, error or not
+            out.append((False, exc))
+    return out
+
+
 def _call_many(ep: WorkerEndpoint, fn: Any, calls: list) -> list:
     """Like [fn(*a, **dict(kw)) for a, kw in calls], in one request."""
     out = []
@@ -333,6 +348,7 @@ def _call_many(ep: WorkerEndpoint, fn: Any, calls: list) -> list:
 
 _OPS = {
     "call_many": _call_many,
+    "read_all": _read_all,
     "getattr": lambda ep, obj, name: getattr(obj, name),
     "setattr": lambda ep, obj, name, value: setattr(obj, name, value),
     "delattr": lambda ep, obj, name: delattr(obj, name),
