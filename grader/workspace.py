@@ -176,3 +176,25 @@ def write_stub(kata: Kata, dest: Path) -> None:
     except OSError as exc:
         raise KataError(f"could not write {dest}: {exc}",
                         hint="set KATA_WORKSPACE to a writable folder") from exc
+
+
+def write_support(kata: Kata, folder: Path) -> list[Path]:
+    """Copy the kata's support files (e.g. the model a kata hands the candidate) next to the
+    solution, so the candidate's code imports them when run by hand; a changed copy is backed
+    up first. The grader itself always uses the kata's own copy."""
+    written = []
+    for src in kata.support_paths:
+        dest = folder / src.name
+        try:
+            if dest.exists() and dest.read_bytes() == src.read_bytes():
+                continue
+            if dest.exists():
+                backup(dest)
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest)
+        except OSError as exc:
+            raise KataError(f"could not write {dest}: {exc}",
+                            hint="set KATA_WORKSPACE to a writable folder") from exc
+        written.append(dest)
+    return written
+

@@ -12,7 +12,7 @@ from grader.cli import output
 from grader.cli.common import ForceOpt, SlugArg, catalog
 from grader.errors import KataError
 from grader.store import Session, Store
-from grader.workspace import backup, differs_from_stub, solution_path, write_stub
+from grader.workspace import backup, differs_from_stub, solution_path, write_stub, write_support
 
 MinutesOpt = Annotated[Optional[int], typer.Option(
     "--minutes", min=1, max=24 * 60, help="Length of the session (default: the kata's, 75).")]
@@ -56,6 +56,7 @@ def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
         output.console.print(f"backed up your previous file to [bold]{saved}[/]")
     if not path.exists() or differs_from_stub(kata, path):
         write_stub(kata, path)
+    write_support(kata, path.parent)
     return store.start_session(kata.slug, path, minutes, homework=homework)
 
 
