@@ -18,7 +18,7 @@ from typing import Any
 from hypothesis import example, given, settings, strategies as st
 
 from grader.protocol import PropertyFailure, expect, kata_test
-from grader.suites.scheduler.lockstep import compare_script, error_of, run_lockstep, view
+from grader.suites.scheduler.lockstep import call, compare_script, error_of, run_lockstep, view
 from grader.suites.scheduler.strategies import config, config_text, fit, request_text, scenarios
 from grader.suites.scheduler.trace import abort, drive, expect_admitted_next_step
 
@@ -245,15 +245,15 @@ def _concurrent_trial(solution: Any, trial: int) -> None:
                for who in range(_NUM_PRODUCERS)]
     for th in threads:
         th.start()
+    where = (f"trial {trial}: {_NUM_PRODUCERS} threads x {_NUM_ROUNDS} rounds of {_ADDS_PER_ROUND} "
+             "add_request released together (+ one abort each round) while the main thread steps")
     finished: list[str] = []
     for _ in range(20_000):
-        finished.extend(view(sched.step())["finished"])
+        finished.extend(view(call(sched.step, "step() while other threads add and abort", [where]))["finished"])
         if not any(th.is_alive() for th in threads) and not sched.has_unfinished():
             break
     for th in threads:
         th.join(timeout=5)
-    where = (f"trial {trial}: {_NUM_PRODUCERS} threads x {_NUM_ROUNDS} rounds of {_ADDS_PER_ROUND} "
-             "add_request released together (+ one abort each round) while the main thread steps")
     if errors:
         raise PropertyFailure(f"add_request/abort from another thread raised {type(errors[0]).__name__}: "
                               f"{errors[0]}", input=where)
@@ -281,7 +281,7 @@ def test_concurrent_add_and_abort(solution):
 
 # ------------------------------------------------------------------------- efficiency
 
-_SIZES = [100, 200, 400, 800]
+_SIZES = [50, 100, 200, 400]
 
 
 def _queued_scheduler(mod: Any, num_waiting: int) -> Any:
@@ -295,41 +295,48 @@ def _queued_scheduler(mod: Any, num_waiting: int) -> Any:
     return sched
 
 
-def _exponents(solution: Any, reference: Any) -> tuple[float, float]:
-    """Growth exponents of one step() in queued requests: the reference's and the solution's,
-    each the best of 3 timings per size (a full collection costs the heap, not the step)."""
+def _relative_growth(solution: Any, reference: Any) -> float:
+    """Slope of log(your step time / the reference's) against log(n): about 0 for the same
+    complexity, about 1 for quadratic against n log n. Each time is the fastest of many
+    single step() calls, taken in turns for the two: a call the machine's load interrupts
+    only ever lasts longer, so the minimum is what the step costs. Collections are off while
+    timing (a full collection costs the heap, not the step)."""
     # Imported here: _common imports torch (about a second), which only this test needs.
-    from grader.suites._common import best_time_s, growth_exponent
+    from grader.suites._common import best_time_s, exec_time_s, growth_exponent
 
-    def timer(fn: Any) -> float:
-        return best_time_s(fn, repeats=3)
+    def time_ratio(steps: tuple[Any, Any]) -> float:
+        best = [float("inf"), float("inf")]
+        for _ in range(2):
+            for i, step in enumerate(steps):
+                once = exec_time_s(step)
+                # min_time_s=1e-9: every sample is one call; a slow step needs few samples.
+                best[i] = min(best[i], once, best_time_s(step, repeats=1 if once > 0.02 else 15,
+                                                         min_time_s=1e-9))
+            if best[1] > 0.02:
+                break
+        return best[1] / best[0]
 
     gc.collect()
     gc.disable()
     try:
-        ref = growth_exponent(lambda n: _queued_scheduler(reference, n).step, _SIZES, timer=timer)
-        sol = growth_exponent(lambda n: _queued_scheduler(solution, n).step, _SIZES, timer=timer)
+        return growth_exponent(lambda n: (_queued_scheduler(reference, n).step,
+                                          _queued_scheduler(solution, n).step), _SIZES, timer=time_ratio)
     finally:
         gc.enable()
-    return ref, sol
 
 
 @kata_test(level=3, category="efficiency",
            description="step() cost grows no faster than n log n in the number of queued requests")
 def test_step_cost_grows_at_most_n_log_n(solution, reference):
-    # Relative growth: about 0 for the reference's complexity, about 1 for quadratic. A
-    # failing measurement is taken again (load only ever adds time, and rarely twice alike).
-    measured = []
-    for _ in range(2):
-        ref_exp, sol_exp = _exponents(solution, reference)
-        measured.append((sol_exp - ref_exp, ref_exp, sol_exp))
-        if sol_exp - ref_exp <= 0.5:
-            return
-    relative, ref_exp, sol_exp = min(measured)
+    measured = [_relative_growth(solution, reference)]
+    if 0.5 < measured[0] <= 1.0:  # borderline: measured again before failing
+        measured.append(_relative_growth(solution, reference))
+    if min(measured) <= 0.5:
+        return
     raise PropertyFailure("step() time grows like n log n (or slower) in queued requests",
                           input=f"n waiting requests behind one running decode, n in {_SIZES}",
-                          expected=f"time growing like the reference's (exponent {ref_exp:.2f}), "
-                                   "relative growth <= 0.5",
-                          got=f"exponent {sol_exp:.2f}, relative growth {relative:.2f} (two measurements)",
-                          note="an exponent near 2 means quadratic work per step, e.g. a scan of the "
+                          expected="time growing like the reference's: relative growth <= 0.5",
+                          got="relative growth " + " and ".join(f"{g:.2f}" for g in measured),
+                          note="relative growth = slope of log(your time / reference time) against "
+                               "log(n); about 1 means quadratic work per step, e.g. a scan of the "
                                "queue per queued request")
