@@ -24,7 +24,8 @@ from grader.suites.scheduler.strategies import config_text, configs, fit, reques
 # The statement's rules, as a failure names them.
 URGENCY = "urgency = (priority, arrival_time, request_id), smallest first"
 RULE_DECODE = ("rule 1a: decodes first — every running request whose prompt is complete "
-               "decodes before any prefill chunk, in urgency order")
+               "decodes, before any prefill chunk")
+RULE_DECODE_ORDER = "rule 1a: decodes are listed most urgent first"
 RULE_CHUNK = ("rule 1b: after the decodes, a running request with an incomplete prompt gets "
               "min(remaining prompt, remaining budget) tokens")
 RULE_RETRY = ("rule 3: after a preemption the chunk is recomputed as min(remaining prompt, "
@@ -33,6 +34,7 @@ RULE_PREEMPT = ("rule 3: when a request's new slots need blocks that are not fre
                 "urgent running request is preempted, again until they fit (a request "
                 "finishing in this step still holds its blocks); if that is the request "
                 "itself, it is preempted and phase 1 moves on")
+RULE_VICTIM = "rule 3: the victim is always the least urgent running request (base priority)"
 RULE_ADMIT = ("rule 4: waiting requests, most urgent first, while running < max_num_seqs and "
               "budget > 0, get min(prompt_len, budget) tokens if their blocks are free; the "
               "first that does not fit ends admission")
@@ -159,10 +161,14 @@ def _order_detail(want: list, got: list) -> str:
 def explain(want: dict, got: dict, before: Mirror) -> str:
     """The first differing field of a Batch and the statement rule that decides it."""
     aging = " — " + RULE_AGING if before.cfg.get("aging_steps") else ""
-    if want["preempted"] != got["preempted"]:
-        return f"preempted list — {RULE_PREEMPT}; {URGENCY}: " + _order_detail(want["preempted"], got["preempted"])
-    if want["decode"] != got["decode"]:
-        return f"decode list — {RULE_DECODE}; {URGENCY}: " + _order_detail(want["decode"], got["decode"])
+    for name, rule, order_rule in (("preempted", RULE_PREEMPT, RULE_VICTIM),
+                                   ("decode", RULE_DECODE, RULE_DECODE_ORDER)):
+        w, g = want[name], got[name]
+        if w != g:
+            # Who (or in which order) is the urgency rule; how many is the phase rule.
+            same = len(w) == len(g) if name == "preempted" else sorted(w) == sorted(g)
+            which = order_rule if same else rule
+            return f"{name} list — {which}; {URGENCY}: " + _order_detail(w, g)
     if want["prefill"] != got["prefill"]:
         w, g = want["prefill"], got["prefill"]
         rid = next(r for r in list(w) + list(g) if w.get(r) != g.get(r))
