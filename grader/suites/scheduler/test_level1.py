@@ -166,6 +166,9 @@ def test_chunks_are_min_of_remaining_prompt_and_budget(solution, reference):
                     ("drain",)], headline)
     # One long prompt: 3 + 3 + 1, then its decodes.
     compare_script(solution, reference, _cfg1(3, 2), [("add", "long", 7, 2, 0), ("drain",)], headline)
+    # A budget of one token: one chunk of 1 or one decode per step.
+    compare_script(solution, reference, _cfg1(1, 2),
+                   [("add", "a", 3, 2, 0), ("add", "b", 1, 1, 0), ("drain",)], headline)
     # A chunk gets the budget the decodes leave (here 1 token), until the prompt is done.
     compare_script(solution, reference, _cfg1(3, 3),
                    [("add", "d0", 1, 9, 0), ("add", "d1", 1, 9, 0), ("step", 1),

@@ -162,6 +162,9 @@ def test_blocks_are_ceil_of_slots(solution, reference):
     # Both prompts fill one block of 3 exactly; the 4th slot needs a second block.
     compare_script(solution, reference, config(6, 2, 3, 3),
                    [("add", "a", 3, 3, 0), ("add", "b", 3, 3, 1), ("drain",)], headline)
+    # A pool of one block: b waits until a's block is free again.
+    compare_script(solution, reference, config(4, 2, 1, 4),
+                   [("add", "a", 2, 2, 0), ("add", "b", 1, 1, 1), ("drain",)], headline)
     # A first chunk of 4 slots needs 2 blocks of 2, not 3 (and not 1).
     compare_script(solution, reference, config(4, 3, 3, 2),
                    [("add", "a", 1, 3, 0), ("add", "b", 4, 1, 1), ("add", "c", 2, 1, 2), ("drain",)], headline)
