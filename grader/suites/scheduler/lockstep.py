@@ -348,5 +348,5 @@ def run_lockstep(solution: Any, reference: Any, level: int, max_examples: int) -
                 self.pair.check_unfinished()
 
     run_state_machine_as_test(
-        Lockstep, settings=settings(max_examples=max_examples, stateful_step_count=12,
+        Lockstep, settings=settings(max_examples=max_examples, stateful_step_count=10,
                                   report_multiple_bugs=False))
