@@ -18,7 +18,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from grader.protocol import PropertyFailure
+from grader.protocol import PropertyFailure, gather, read_all
 from grader.suites.scheduler.strategies import config_text, configs, fit, request_text
 
 # The statement's rules, as a failure names them.
@@ -47,14 +47,31 @@ RULE_FINISH = ("a request finishes with its max_new_tokens-th decode (not when p
 RULE_UNFINISHED = "has_unfinished() is True exactly while a request waits or runs"
 
 
-def view(batch: Any) -> dict:
-    """A Batch as plain data; fails readably when a field is missing or mistyped."""
+_FIELDS = ("prefill", "decode", "preempted", "finished")
+
+
+def view(batch: Any, outcomes: list[tuple[bool, Any]] | None = None) -> dict:
+    """A Batch as plain data (its four fields read in one round trip, or from `outcomes`
+    already read); fails readably when a field is missing or mistyped."""
     try:
-        return {"prefill": dict(batch.prefill), "decode": list(batch.decode),
-                "preempted": list(batch.preempted), "finished": list(batch.finished)}
+        values = []
+        for ok, value in outcomes or read_all(batch, [(name, None) for name in _FIELDS]):
+            if not ok:
+                raise value
+            values.append(value)
+        prefill, decode, preempted, finished = values
+        return {"prefill": dict(prefill), "decode": list(decode),
+                "preempted": list(preempted), "finished": list(finished)}
     except (AttributeError, TypeError, ValueError) as exc:
         raise PropertyFailure("step() returns a Batch with prefill (dict), decode, preempted "
                               "and finished (lists)", got=repr(batch), note=str(exc)) from exc
+
+
+def _value(outcome: tuple[bool, Any]) -> Any:
+    ok, value = outcome
+    if not ok:
+        raise value
+    return value
 
 
 def call(fn: Callable[[], Any], what: str, calls: list[str], source: str | None = None) -> Any:
@@ -246,17 +263,23 @@ class Pair:
         self.num_steps += 1
         self.calls.append(f"step() #{self.num_steps}")
         want = view(self.ref.step())
-        got = view(call(self.sol.step, f"step() #{self.num_steps}", self.calls, self.source))
+        batch = call(self.sol.step, f"step() #{self.num_steps}", self.calls, self.source)
+        # The Batch's fields and has_unfinished() in one round trip.
+        outcomes = gather([(batch, name, None) for name in _FIELDS] + [(self.sol, "has_unfinished", ())])
+        got = view(batch, outcomes[:4])
         if want != got:
             self.fail(f"step {self.num_steps} is the first whose Batch differs from the correct "
                       f"schedule: {explain(want, got, self.mirror)}", expected=want, got=got)
         self.mirror.apply(want)
-        self.check_unfinished()
+        self.check_unfinished(outcomes[4])
         return want
 
-    def check_unfinished(self) -> None:
+    def check_unfinished(self, read: tuple[bool, Any] | None = None) -> None:
         want = self.ref.has_unfinished()
-        got = call(self.sol.has_unfinished, "has_unfinished()", self.calls, self.source)
+        if read is None:
+            got = call(self.sol.has_unfinished, "has_unfinished()", self.calls, self.source)
+        else:
+            got = call(lambda: _value(read), "has_unfinished()", self.calls, self.source)
         if want != got:
             self.fail(RULE_UNFINISHED, expected=want, got=got)
 
