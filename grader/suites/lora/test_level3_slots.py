@@ -43,10 +43,14 @@ def _check_rows(layer: nn.Module, reference: Any, by_slot: dict[int, Adapter], c
     in_f = weight.shape[1]
     x = torch.arange(1.0, 1.0 + in_f * len(ids)).reshape(len(ids), in_f) % 5 - 2
     shown = {"calls": calls, "x": x, "adapter_ids": ids}
-    with showing(shown):
-        got = multi_forward(layer, x, torch.tensor(ids))
-    check_close(got, per_row_expected(reference, weight, None, [by_slot.get(i) for i in ids], x),
-                prop, input=shown)
+    expected = per_row_expected(reference, weight, None, [by_slot.get(i) for i in ids], x)
+    try:
+        with showing(shown):
+            got = multi_forward(layer, x, torch.tensor(ids))
+    except ValueError as exc:  # a loaded slot was refused: say which rule, not only the error
+        raise PropertyFailure(prop, input=shown, expected=expected,
+                              got=f"ValueError: {exc}") from exc
+    check_close(got, expected, prop, input=shown)
 
 
 def _check_new_slot(slot: Any, taken: list[int], peak: int, calls: list[str], prop: str) -> None:
