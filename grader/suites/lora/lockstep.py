@@ -30,7 +30,10 @@ def merge_machine(solution: Any, reference: Any) -> type:
         def __init__(self) -> None:
             super().__init__()
             gen = torch.Generator().manual_seed(0)
-            randint = lambda *shape: torch.randint(-2, 3, shape, generator=gen).double()  # noqa: E731
+
+            def randint(*shape: int) -> torch.Tensor:
+                return torch.randint(-2, 3, shape, generator=gen).double()
+
             case = Case(r=2, alpha=3.0, weight=randint(3, 4), bias=torch.ones(3).double(),
                         lora_A=randint(2, 4), lora_B=randint(3, 2), x=torch.zeros(1, 4).double())
             self.layer, self.model = build(solution, case), build(reference, case)

@@ -318,8 +318,9 @@ def multi_cases(draw: Any, *, max_adapters: int = 4, dtypes: tuple[torch.dtype, 
     tokens = draw(st.one_of(st.none(), st.integers(1, 3)))
     shape = (num_rows, in_f) if tokens is None else (num_rows, tokens, in_f)
     bias = draw(ints((out_f,), dtype)) if draw(st.booleans()) else None
+    magnitude = draw(st.sampled_from((1.0, 1.0, 1.0, 2.0**12)))
     return MultiCase(max_rank, draw(ints((out_f, in_f), dtype)), bias, loaded, rows,
-                     draw(ints(shape, dtype, -3, 3)))
+                     draw(ints(shape, dtype, -3, 3)) * magnitude)
 
 
 def ids_for(rows: list[int], slots: list[int]) -> torch.Tensor:

@@ -81,7 +81,8 @@ def test_state_dict_names_and_shapes(solution, case):
 def test_base_wrapped_in_place_and_frozen(solution):
     for bias in (True, False):
         base = nn.Linear(3, 2, bias=bias)
-        shown = {"base": f"nn.Linear(3, 2, bias={bias})", "call": "LoRALinear(base, r=2, alpha=4.0)"}
+        shown = {"base": f"nn.Linear(3, 2, bias={bias})",
+                 "call": "LoRALinear(base, r=2, alpha=4.0)"}
         with showing(shown):
             layer = solution.LoRALinear(base, 2, 4.0)
         expect(layer.base is base, "LoRALinear wraps the base it is given in place: "
@@ -350,7 +351,8 @@ def test_one_layer_reused_across_calls(solution, reference):
                 lora_B=torch.tensor([[1.0, -1.0], [0.0, 2.0]]), x=torch.zeros(3))
     layer, model = build(solution, case, dropout=0.0), build(reference, case, dropout=0.0)
     xs = torch.tensor([[1.0, 2.0, -1.0], [0.0, -2.0, 1.0], [2.0, 1.0, 1.0], [-1.0, 0.0, 2.0]])
-    steps = [("forward", xs[0]), ("forward", xs), ("forward", xs[:2].reshape(1, 2, 3).expand(2, 2, 3)),
+    not_contiguous = xs[:2].reshape(1, 2, 3).expand(2, 2, 3)
+    steps = [("forward", xs[0]), ("forward", xs), ("forward", not_contiguous),
              ("forward", xs[:0]), ("mode", "eval"), ("forward", xs), ("update", None),
              ("forward", xs), ("to", torch.float64), ("forward", xs), ("mode", "train"),
              ("update", None), ("forward", xs[1:3]), ("to", torch.bfloat16), ("forward", xs),

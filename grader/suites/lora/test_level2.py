@@ -188,7 +188,8 @@ def test_merge_twice_is_noop(solution, case):
     once = param(layer, "base.weight").detach().clone()
     layer.merge()
     check_close(param(layer, "base.weight").detach(), once,
-                "a second merge() changes nothing", input=case.shown(calls="unmerge(); merge(); merge()"))
+                "a second merge() changes nothing",
+                input=case.shown(calls="unmerge(); merge(); merge()"))
     check_close(forward(layer, case.x), before, "merge(); merge() then forward(x) equals the "
                 "unmerged forward(x)", input=case.shown(), atol=merge_atol(case), rtol=0.0)
     layer.unmerge()
@@ -266,9 +267,10 @@ def test_merge_interleaved_with_training_steps(solution, reference):
         with showing(shown):
             getattr(layer, step)()
         getattr(model, step)()
+        held = " + delta_weight()" if step == "merge" else ""
         check_close(param(layer, "base.weight").detach(), param(model, "base.weight").detach(),
-                    f"after {step}() base.weight is W0{' + delta_weight()' if step == 'merge' else ''}"
-                    " for the adapter as it is now", input=shown)
+                    f"after {step}() base.weight is W0{held} for the adapter as it is now",
+                    input=shown)
         check_close(forward(layer, case.x), forward(model, case.x),
                     "forward(x) after these calls matches the reference", input=shown)
 

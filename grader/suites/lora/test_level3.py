@@ -25,7 +25,8 @@ RULES = {
         "test_mixed_batch_matches_per_row_lora_linear",
     "rows with -1 equal base(x) exactly": "test_base_only_rows_equal_base_exactly",
     "x (N, in) or (N, T, in) -> (N, out) or (N, T, out) in x's dtype; one layer across batch "
-    "shapes, N = 0 included; every float dtype": "test_one_multi_layer_across_batch_shapes_and_dtypes",
+    "shapes, N = 0 included; every float dtype":
+        "test_one_multi_layer_across_batch_shapes_and_dtypes",
     "neither x nor adapter_ids is modified": "test_mixed_batch_matches_per_row_lora_linear",
     "add_adapter returns the slot as an int; loaded adapters have distinct slots":
         ("test_freed_slots_are_reused", "test_adapters_added_and_removed_between_calls"),
@@ -38,7 +39,8 @@ RULES = {
     "ValueError from add_adapter: duplicate name, r > max_rank, shape mismatch":
         "test_add_adapter_rejects_bad_adapters",
     "a rejected add_adapter changes nothing: no slot taken, name not registered, adapters "
-    "intact (seen by the next add, remove and forward)": "test_rejected_add_adapter_changes_nothing",
+    "intact (seen by the next add, remove and forward)":
+        "test_rejected_add_adapter_changes_nothing",
     "KeyError from remove_adapter when no adapter of that name is loaded (never added, or "
     "already removed), and nothing is freed": "test_remove_unknown_adapter_raises_key_error",
     "remove_adapter frees the slot: forward rejects it until add_adapter returns it again":

@@ -32,7 +32,8 @@ def _loaded(solution: Any, max_rank: int, adapters: list[Adapter], calls: list[s
         slots = {}
         for a in adapters:
             slots[a.name] = add(layer, a)
-            calls.append(f"add_adapter({a.name!r}, r={a.r}, alpha={a.alpha!r}) -> {slots[a.name]!r}")
+            calls.append(f"add_adapter({a.name!r}, r={a.r}, alpha={a.alpha!r}) "
+                         f"-> {slots[a.name]!r}")
     return layer, slots
 
 
