@@ -13,6 +13,7 @@ the parameters again after backward().
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
@@ -28,6 +29,12 @@ DTYPES = (torch.float32, torch.float64)  # where results are compared at full pr
 # Every dtype the statement allows for a base (lora_A and lora_B take base.weight's dtype).
 ALL_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 ALPHAS = (1.0, 2.0, 4.0, 8.0, 16.0, 0.5, 3.0)
+
+
+# Built once: hypothesis pays for every strategy object built inside a draw.
+LEADING_DIMS = st.lists(st.integers(1, 3) | st.just(0), max_size=2)  # a 0: an empty batch
+MAGNITUDES = st.sampled_from((1.0, 1.0, 1.0, 2.0**12))  # large values now and then (exact)
+TOKENS = st.one_of(st.none(), st.integers(1, 3))  # x (N, IN) or (N, T, IN)
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -86,20 +93,32 @@ def _values_by_size(low: int, high: int) -> list[int]:
     return sorted(range(low, high + 1), key=lambda v: (abs(v), v < 0))
 
 
-@st.composite
-def ints(draw: Any, shape: tuple[int, ...], dtype: torch.dtype, low: int = -2,
-         high: int = 2) -> torch.Tensor:
+@functools.lru_cache(maxsize=None)
+def _codes(num_values: int, numel: int) -> st.SearchStrategy[int]:
+    # Cached: a strategy built anew on every draw costs hypothesis more than the draw.
+    return st.integers(0, num_values**numel - 1)
+
+
+def draw_ints(draw: Any, shape: tuple[int, ...], dtype: torch.dtype, low: int = -2,
+              high: int = 2) -> torch.Tensor:
     """An integer-valued tensor of `shape` in [low, high]. One draw for the whole tensor (the
-    digits of one integer), not one per element: ten times faster to generate and shrink,
-    and a shrunk tensor still reads as small integers, mostly zeros."""
+    digits of one integer), not one per element: several times faster to generate and
+    shrink, and a shrunk tensor still reads as small integers, mostly zeros."""
     values = _values_by_size(low, high)
     n = math.prod(shape)
-    code = draw(st.integers(0, len(values) ** n - 1)) if n else 0
+    code = draw(_codes(len(values), n)) if n else 0
     digits = []
     for _ in range(n):
         code, digit = divmod(code, len(values))
         digits.append(values[digit])
     return torch.tensor(digits, dtype=torch.float64).reshape(shape).to(dtype)
+
+
+@st.composite
+def ints(draw: Any, shape: tuple[int, ...], dtype: torch.dtype, low: int = -2,
+         high: int = 2) -> torch.Tensor:
+    """draw_ints as a strategy."""
+    return draw_ints(draw, shape, dtype, low, high)
 
 
 @st.composite
@@ -109,15 +128,15 @@ def cases(draw: Any, *, max_in: int = 4, max_out: int = 4, max_r: int = 3,
     in_f, out_f = draw(st.integers(1, max_in)), draw(st.integers(1, max_out))
     r = draw(st.integers(min_r, max_r))
     dtype = draw(st.sampled_from(dtypes))
-    # Leading dims: none (x is 1-D), one or two; a 0 makes an empty batch.
-    lead = tuple(draw(st.lists(st.integers(1, 3) | st.just(0), max_size=2)))
-    bias = draw(ints((out_f,), dtype)) if draw(st.booleans()) else None
-    # Large magnitudes now and then (a power of two keeps the values exact).
-    magnitude = draw(st.sampled_from((1.0, 1.0, 1.0, 2.0**12)))
-    return Case(r=r, alpha=draw(st.sampled_from(alphas)), weight=draw(ints((out_f, in_f), dtype)),
-                bias=bias, lora_A=draw(ints((r, in_f), dtype)),
-                lora_B=draw(ints((out_f, r), dtype)),
-                x=draw(ints((*lead, in_f), dtype, -3, 3)) * magnitude)
+    # Leading dims: none (x is 1-D), one or two.
+    lead = tuple(draw(LEADING_DIMS))
+    bias = draw_ints(draw, (out_f,), dtype) if draw(st.booleans()) else None
+    magnitude = draw(MAGNITUDES)
+    return Case(r=r, alpha=draw(st.sampled_from(alphas)),
+                weight=draw_ints(draw, (out_f, in_f), dtype),
+                bias=bias, lora_A=draw_ints(draw, (r, in_f), dtype),
+                lora_B=draw_ints(draw, (out_f, r), dtype),
+                x=draw_ints(draw, (*lead, in_f), dtype, -3, 3) * magnitude)
 
 
 def make_base(weight: torch.Tensor, bias: torch.Tensor | None) -> nn.Linear:
@@ -295,12 +314,17 @@ class MultiCase:
         return shown
 
 
+def draw_adapter(draw: Any, name: str, in_f: int, out_f: int, dtype: torch.dtype,
+                 ranks: tuple[int, int]) -> Adapter:
+    r = draw(st.integers(*ranks))
+    return Adapter(name, draw_ints(draw, (r, in_f), dtype), draw_ints(draw, (out_f, r), dtype),
+                   draw(st.sampled_from(ALPHAS)))
+
+
 @st.composite
 def adapters(draw: Any, name: str, in_f: int, out_f: int, dtype: torch.dtype,
              ranks: tuple[int, int]) -> Adapter:
-    r = draw(st.integers(*ranks))
-    return Adapter(name, draw(ints((r, in_f), dtype)), draw(ints((out_f, r), dtype)),
-                   draw(st.sampled_from(ALPHAS)))
+    return draw_adapter(draw, name, in_f, out_f, dtype, ranks)
 
 
 @st.composite
@@ -309,18 +333,18 @@ def multi_cases(draw: Any, *, max_adapters: int = 4, dtypes: tuple[torch.dtype, 
     in_f, out_f = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     max_rank, dtype = draw(st.integers(1, 3)), draw(st.sampled_from(dtypes))
     num_adapters = draw(st.integers(1, max_adapters))
-    loaded = [draw(adapters(f"tenant{k}", in_f, out_f, dtype, (1, max_rank)))
+    loaded = [draw_adapter(draw, f"tenant{k}", in_f, out_f, dtype, (1, max_rank))
               for k in range(num_adapters)]
     num_rows = draw(st.integers(1, 5))
     rows = draw(st.lists(st.integers(-1, num_adapters - 1), min_size=num_rows, max_size=num_rows))
     if with_base_row:
         rows[draw(st.integers(0, num_rows - 1))] = -1
-    tokens = draw(st.one_of(st.none(), st.integers(1, 3)))
+    tokens = draw(TOKENS)
     shape = (num_rows, in_f) if tokens is None else (num_rows, tokens, in_f)
-    bias = draw(ints((out_f,), dtype)) if draw(st.booleans()) else None
-    magnitude = draw(st.sampled_from((1.0, 1.0, 1.0, 2.0**12)))
-    return MultiCase(max_rank, draw(ints((out_f, in_f), dtype)), bias, loaded, rows,
-                     draw(ints(shape, dtype, -3, 3)) * magnitude)
+    bias = draw_ints(draw, (out_f,), dtype) if draw(st.booleans()) else None
+    magnitude = draw(MAGNITUDES)
+    return MultiCase(max_rank, draw_ints(draw, (out_f, in_f), dtype), bias, loaded, rows,
+                     draw_ints(draw, shape, dtype, -3, 3) * magnitude)
 
 
 def ids_for(rows: list[int], slots: list[int]) -> torch.Tensor:
