@@ -121,7 +121,7 @@ class MultiLoRALinear(nn.Module):
         idx = torch.where(use, adapter_ids, torch.zeros_like(adapter_ids))
         if not bool((~use | self.valid[idx]).all()):
             raise ValueError("slot holds no adapter")
-        xs = x.reshape(x.shape[0], -1, x.shape[-1])  # (N, T, IN)
+        xs = x if x.dim() == 3 else x.unsqueeze(1)  # (N, T, IN)
         h = torch.matmul(xs, self.A[idx].transpose(-1, -2))  # (N, T, R)
         delta = torch.matmul(h, self.B[idx].transpose(-1, -2)) * self.scale[idx].view(-1, 1, 1)
         delta = torch.where(use.view(-1, 1, 1), delta, torch.zeros_like(delta))

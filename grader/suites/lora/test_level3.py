@@ -1,0 +1,179 @@
+"""Level 3: MultiLoRALinear: many adapters in one batch.
+
+Each rule of the statement's level 3, and the test that builds the situation where it decides
+the outcome; the slot and error tests live in test_level3_slots.py. The lockstep machine runs
+random add/remove/forward sequences, rejected calls included, in addition.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from hypothesis import given, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from grader.protocol import expect, kata_test
+from grader.suites._common import check_close, count_ops
+from grader.suites.lora.lockstep import multi_machine
+from grader.suites.lora.strategies import (ALL_DTYPES, Adapter, add, dtype_name, forward, ids_for,
+                                           load, make_base, multi_cases, multi_forward,
+                                           per_row_expected, showing)
+
+RULES = {
+    "row n = base(x_n) + (alpha_a / r_a) * x_n @ A_a.T @ B_a.T for a = adapter_ids[n]":
+        "test_mixed_batch_matches_per_row_lora_linear",
+    "rows with -1 equal base(x) exactly": "test_base_only_rows_equal_base_exactly",
+    "x (N, in) or (N, T, in) -> (N, out) or (N, T, out) in x's dtype; one layer across batch "
+    "shapes, N = 0 included; every float dtype":
+        "test_one_multi_layer_across_batch_shapes_and_dtypes",
+    "neither x nor adapter_ids is modified": "test_mixed_batch_matches_per_row_lora_linear",
+    "add_adapter returns the slot as an int; loaded adapters have distinct slots":
+        ("test_freed_slots_are_reused", "test_adapters_added_and_removed_between_calls"),
+    "a freed slot is reused before a new one opens: every slot is below the most adapters "
+    "loaded at once": ("test_freed_slots_are_reused", "test_rejected_add_adapter_changes_nothing"),
+    "adapters of rank below max_rank are zero-padded: a reused slot keeps nothing of the "
+    "previous adapter": "test_slot_reused_by_lower_rank_adapter",
+    "slot 0 and alpha = 0.0 are valid (falsy values are not 'missing')":
+        "test_zero_alpha_adapter_in_slot_zero",
+    "ValueError from add_adapter: duplicate name, r > max_rank, shape mismatch":
+        "test_add_adapter_rejects_bad_adapters",
+    "a rejected add_adapter changes nothing: no slot taken, name not registered, adapters "
+    "intact (seen by the next add, remove and forward)":
+        "test_rejected_add_adapter_changes_nothing",
+    "KeyError from remove_adapter when no adapter of that name is loaded (never added, or "
+    "already removed), and nothing is freed": "test_remove_unknown_adapter_raises_key_error",
+    "remove_adapter frees the slot: forward rejects it until add_adapter returns it again":
+        "test_only_loaded_slots_are_accepted",
+    "ValueError from forward: a slot that holds no adapter, an id below -1, adapter_ids not "
+    "of shape (N,); the rejected call changes nothing":
+        "test_forward_rejects_unknown_slots_and_wrong_length",
+    "any sequence of adds, removes, rejected calls and forwards matches a model of the loaded "
+    "adapters": "test_adapters_added_and_removed_between_calls",
+    "vectorised: the operations forward dispatches do not grow with N or the number of "
+    "adapters": "test_mixed_batch_op_count_does_not_grow",
+}
+
+
+@kata_test(level=3, category="correctness",
+           description="a mixed batch equals running each row through its own LoRALinear "
+                       "(2-D and 3-D x), inputs unchanged", weight=3)
+@settings(max_examples=20)
+@given(mc=multi_cases())
+def test_mixed_batch_matches_per_row_lora_linear(solution, reference, mc):
+    layer, slots = load(solution, mc)
+    ids = ids_for(mc.rows, slots)
+    x_before, ids_before = mc.x.clone(), ids.clone()
+    got = multi_forward(layer, mc.x, ids)
+    expect(torch.equal(mc.x, x_before) and torch.equal(ids, ids_before),
+           "forward does not modify x or adapter_ids", input=mc.shown(slots),
+           expected={"x": x_before, "adapter_ids": ids_before}, got={"x": mc.x, "adapter_ids": ids})
+    row_adapters = [mc.adapters[k] if k >= 0 else None for k in mc.rows]
+    check_close(got, per_row_expected(reference, mc.weight, mc.bias, row_adapters, mc.x),
+                "row n = base(x_n) + (alpha_a / r_a) * x_n @ A_a.T @ B_a.T for a = "
+                "adapter_ids[n]", input=mc.shown(slots))
+
+
+@kata_test(level=3, category="correctness",
+           description="rows with adapter id -1 equal base(x) exactly (not the last adapter)",
+           weight=2)
+@settings(max_examples=15)
+@given(mc=multi_cases(dtypes=(torch.float64,), with_base_row=True))
+def test_base_only_rows_equal_base_exactly(solution, mc):
+    layer, slots = load(solution, mc)
+    got = multi_forward(layer, mc.x, ids_for(mc.rows, slots))
+    base_rows = torch.tensor([k == -1 for k in mc.rows])
+    expected = forward(make_base(mc.weight, mc.bias), mc.x)
+    same_shape = isinstance(got, torch.Tensor) and got.shape == expected.shape
+    expect(same_shape and torch.equal(got[base_rows], expected[base_rows]),
+           "rows with adapter id -1 are base(x) exactly (-1 is not Python's 'last slot')",
+           input=mc.shown(slots), expected=expected[base_rows],
+           got=got[base_rows] if same_shape else got)
+
+
+def _small_exact_adapters(dtype: torch.dtype) -> list[Adapter]:
+    """Integer weights and power-of-two scalings: exact in every float dtype."""
+    return [Adapter("rank1", torch.tensor([[1.0, -1.0, 2.0]], dtype=dtype),
+                    torch.tensor([[1.0], [2.0]], dtype=dtype), 2.0),
+            Adapter("rank2", torch.tensor([[0.0, 1.0, 1.0], [2.0, 0.0, -1.0]], dtype=dtype),
+                    torch.tensor([[1.0, -1.0], [0.0, 1.0]], dtype=dtype), 1.0)]
+
+
+@kata_test(level=3, category="edge cases",
+           description="one layer across calls of different batch shapes (2-D, 3-D, N = 0), "
+                       "in every float dtype: each row matches its own LoRALinear", weight=2)
+def test_one_multi_layer_across_batch_shapes_and_dtypes(solution, reference):
+    weight = torch.tensor([[1.0, 0.0, -1.0], [2.0, 1.0, 0.0]])
+    bias = torch.tensor([0.0, 1.0])
+    x_rows = torch.tensor([[1.0, 2.0, -1.0], [0.0, -2.0, 1.0], [2.0, 1.0, 1.0], [-1.0, 0.0, 2.0]])
+    for dtype in ALL_DTYPES:
+        adapters = _small_exact_adapters(dtype)
+        w, b = weight.to(dtype), bias.to(dtype)
+        calls = [f"MultiLoRALinear(base {dtype_name(dtype)} (3 -> 2), max_rank=2)"]
+        shown: dict[str, Any] = {"base.weight": w, "base.bias": b, "calls": calls,
+                                 "adapters": [{"name": a.name, "lora_A": a.lora_A,
+                                               "lora_B": a.lora_B, "alpha": a.alpha}
+                                              for a in adapters]}
+        with showing(shown):
+            layer = solution.MultiLoRALinear(make_base(w, b), 2)
+            slots = []
+            for a in adapters:
+                slots.append(int(add(layer, a)))
+                calls.append(f"add_adapter({a.name!r}, ...) -> {slots[-1]}")
+        batches = [(x_rows[:3], [1, -1, 0]), (x_rows[:2, None].expand(2, 3, 3), [0, 1]),
+                   (x_rows[:0], []), (x_rows[:1], [-1]), (x_rows.reshape(2, 2, 3), [1, 1]),
+                   (x_rows[:0].reshape(0, 2, 3), []), (x_rows, [0, 1, -1, 0])]
+        for x, rows in batches:
+            x = x.to(dtype)
+            ids = ids_for(rows, slots)
+            calls.append(f"forward(x of shape {tuple(x.shape)}, adapter_ids={ids.tolist()})")
+            with showing(shown):
+                got = multi_forward(layer, x, ids)
+            expected = per_row_expected(reference, w, b, [adapters[k] if k >= 0 else None
+                                                          for k in rows], x)
+            check_close(got, expected, "the same layer serves every batch shape: row n = "
+                        "base(x_n) + (alpha_a / r_a) * x_n @ A_a.T @ B_a.T, in x's dtype",
+                        input={**shown, "x": x})
+
+
+@kata_test(level=3, category="correctness",
+           description="adding and removing adapters between calls, rejected calls included: "
+                       "every batch still matches each row's own LoRALinear", weight=2)
+def test_adapters_added_and_removed_between_calls(solution, reference):
+    run_state_machine_as_test(
+        multi_machine(solution, reference),
+        settings=settings(max_examples=20, stateful_step_count=10))
+
+
+@kata_test(level=3, category="efficiency",
+           description="forward is vectorised: its operation count does not grow with rows "
+                       "or adapters (no Python loop)", weight=2)
+def test_mixed_batch_op_count_does_not_grow(solution, reference):
+    def op_count(module: Any, num_adapters: int, num_rows: int, tokens: int | None) -> int:
+        gen = torch.Generator().manual_seed(0)
+        layer = module.MultiLoRALinear(make_base(torch.randn(4, 4, generator=gen),
+                                                 torch.randn(4, generator=gen)), 4)
+        slots = [int(layer.add_adapter(f"t{k}", torch.randn(1 + k % 4, 4, generator=gen),
+                                       torch.randn(4, 1 + k % 4, generator=gen), 8.0))
+                 for k in range(num_adapters)]
+        choices = [-1, *slots]
+        ids = torch.tensor([choices[n % len(choices)] for n in range(num_rows)])
+        shape = (num_rows, 4) if tokens is None else (num_rows, tokens, 4)
+        x = torch.randn(shape, generator=gen)
+        return count_ops(lambda: layer(x, ids))
+
+    for tokens in (None, 3):
+        small = op_count(solution, 1, 2, tokens)
+        sizes = {"1 adapter, 2 rows": small,
+                 "1 adapter, 32 rows": op_count(solution, 1, 32, tokens),
+                 "8 adapters, 9 rows": op_count(solution, 8, 9, tokens),
+                 "8 adapters, 32 rows": op_count(solution, 8, 32, tokens)}
+        worst = max(sizes.values())
+        expect(worst <= small + 2,
+               "the number of tensor operations forward dispatches does not grow with the "
+               "number of rows or adapters (gather the weights, batch the matmuls)",
+               input={"x": "(N, 4)" if tokens is None else f"(N, {tokens}, 4)",
+                      "batches": list(sizes)},
+               expected=f"about {small} operations for every batch (the reference: "
+                        f"{op_count(reference, 8, 32, tokens)})",
+               got=sizes)
