@@ -171,3 +171,13 @@ def test_efficiency_is_measured_where_the_candidates_code_runs():
     assert not slow["test_ops_do_not_grow"].passed
     assert not slow["test_time_does_not_grow"].passed
     assert "measured in the process that runs your code" in slow["test_ops_do_not_grow"].details["note"]
+
+
+def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objects():
+    """`layer.weight.copy_(w)` and `box.items.append(x)` leave no reference in the judge:
+    the change still crosses before the shared object is released."""
+    outcome = run_suite(FIXTURES / "shared_suite.py", FIXTURES / "shared_objects.py", "toy", 1,
+                        test_timeout_s=60.0)
+    assert {t.name: (t.passed, t.message) for t in outcome.tests} == {
+        "test_parameter_written_through_a_temporary": (True, ""),
+        "test_list_appended_through_a_temporary": (True, "")}

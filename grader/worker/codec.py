@@ -142,11 +142,14 @@ class Registry:
         objects, fingerprints = self.objects, self.fingerprints
         for sid in list(objects):
             obj = objects[sid]
-            # References when unused elsewhere: the dict, `obj`, getrefcount's argument.
-            if collect_garbage and sys.getrefcount(obj) <= 3:
-                dead.append(sid)
-            elif not same_fingerprint(fingerprints.get(sid), fingerprint(obj)):
+            # Changed in place: the other side hears of it even when nothing here holds the
+            # object any more (`layer.weight.copy_(w)` drops its temporary at once); the
+            # release follows at the next scan, once the change has crossed.
+            if not same_fingerprint(fingerprints.get(sid), fingerprint(obj)):
                 changed.append(sid)
+            # References when unused elsewhere: the dict, `obj`, getrefcount's argument.
+            elif collect_garbage and sys.getrefcount(obj) <= 3:
+                dead.append(sid)
             del obj
         for sid in dead:
             self.drop(sid)
