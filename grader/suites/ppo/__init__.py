@@ -6,6 +6,8 @@ full loss.
                      layouts: one valid token, T = 1, no padding, uneven rows)
     checks.py        scalars and stats, gradients, ValueError looked at forward (the next
                      call after a rejected one), unchanged inputs, low-precision results
+    runners.py       one runner per function (call, check the form, run backward) and the
+                     input builders of each level
     test_level1.py   RULES map + ppo_policy_loss
     test_level2.py   RULES map + compute_gae, ppo_value_loss
     test_level3.py   RULES map + kl_shaped_rewards, masked_whiten, ppo_loss

@@ -10,13 +10,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
 
 from grader.protocol import call, expect, kata_test
 from grader.suites._common import check_close, count_ops, tolerance
 from grader.suites.ppo.checks import (
     check_grad, check_low_precision, check_stats, expect_unchanged, expect_value_error,
     same_result, scalar_of, shapes_of, snapshot)
+from grader.suites.ppo.runners import CLIP as CLIP_EPS, POLICY, check_against, policy_inputs, run_policy
 from grader.suites.ppo.strategies import (
     ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, MEDIUM, batches, fixed_batch, leaf, token_mean, valid_of)
 
@@ -48,36 +49,6 @@ RULES = {
     "is unaffected": "test_policy_loss_rejects_bad_input",
     "constraint: no Python loop": "test_policy_loss_has_no_python_loop",
 }
-
-CLIP_EPS = st.sampled_from((0.1, 0.2, 0.3))
-POLICY = ("logprobs", "old", "adv")
-
-
-def policy_inputs(b: dict[str, Any], clip_eps: float) -> dict[str, Any]:
-    return {"logprobs": b["logprobs"], "old_logprobs": b["old"], "advantages": b["adv"],
-            "mask": b["mask"], "clip_eps": clip_eps}
-
-
-def run_policy(module: Any, inp: dict[str, Any]) -> tuple[Any, Any, torch.Tensor]:
-    logprobs = leaf(inp["logprobs"])
-    out = call(module.ppo_policy_loss, logprobs, inp["old_logprobs"], inp["advantages"],
-               inp["mask"], inp["clip_eps"], what="ppo_policy_loss")
-    expect(isinstance(out, tuple) and len(out) == 2, "ppo_policy_loss returns (loss, stats)",
-           input=inp, got=type(out).__name__)
-    loss, stats = out
-    scalar_of(loss, "the policy loss", inp)
-    expect(loss.requires_grad, "the policy loss must carry a gradient to logprobs", input=inp)
-    loss.backward()
-    return loss, stats, torch.zeros_like(logprobs) if logprobs.grad is None else logprobs.grad
-
-
-def check_against(module: Any, reference: Any, inp: dict[str, Any], what: str) -> None:
-    loss, stats, grad = run_policy(module, inp)
-    want, want_stats, want_grad = run_policy(reference, inp)
-    check_close(loss.detach(), want.detach(), f"the policy loss equals the reference's ({what})", input=inp)
-    check_stats(stats, want_stats, f"policy loss ({what})", inp)
-    check_grad(grad, want_grad, f"d(loss)/d(logprobs) equals the reference's ({what})", inp)
-
 
 # ============================================================================ targeted
 

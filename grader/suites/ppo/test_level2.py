@@ -16,7 +16,9 @@ from grader.protocol import call, expect, kata_test
 from grader.suites._common import check_close, count_ops, tolerance
 from grader.suites.ppo.checks import (
     check_grad, check_low_precision, expect_unchanged, expect_value_error, same_result,
-    scalar_of, shapes_of, snapshot)
+    shapes_of, snapshot)
+from grader.suites.ppo.runners import (
+    GAE, GAMMA, LAM, VALUE, gae_inputs, run_gae, run_value, value_inputs)
 from grader.suites.ppo.strategies import (
     ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, MEDIUM, batches, fixed_batch, leaf, token_mean,
     valid_of, with_padding)
@@ -50,41 +52,8 @@ RULES = {
     "constraint: GAE has no Python loop over batch rows": "test_gae_vectorized_over_batch",
 }
 
-GAMMA = st.sampled_from((1.0, 0.9, 0.5, 0.0))
-LAM = st.sampled_from((1.0, 0.95, 0.5, 0.0))
-GAE = ("rewards", "values")
-VALUE = ("values", "old_values", "returns")
 # Not multiples of 1/8: no exact ties between the clipped and unclipped terms on the grid.
 CLIP_EPS_VALUE = st.sampled_from((0.1, 0.2, 0.3))
-
-
-def gae_inputs(b: dict[str, Any], gamma: float, lam: float) -> dict[str, Any]:
-    return {"rewards": b["rewards"], "values": b["values"], "mask": b["mask"], "gamma": gamma,
-            "lam": lam}
-
-
-def run_gae(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    out = call(module.compute_gae, inp["rewards"], inp["values"], inp["mask"], inp["gamma"],
-               inp["lam"], what="compute_gae")
-    expect(isinstance(out, tuple) and len(out) == 2, "compute_gae returns (advantages, returns)",
-           input=inp, got=type(out).__name__)
-    return out
-
-
-def value_inputs(b: dict[str, Any], clip_eps_value: float) -> dict[str, Any]:
-    return {"values": b["values"], "old_values": b["old_values"], "returns": b["returns"],
-            "mask": b["mask"], "clip_eps_value": clip_eps_value}
-
-
-def run_value(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    values = leaf(inp["values"])
-    loss = call(module.ppo_value_loss, values, inp["old_values"], inp["returns"], inp["mask"],
-                inp["clip_eps_value"], what="ppo_value_loss")
-    scalar_of(loss, "the value loss", inp)
-    expect(loss.requires_grad, "the value loss must carry a gradient to values", input=inp)
-    loss.backward()
-    grad = torch.zeros_like(values) if values.grad is None else values.grad
-    return loss.detach(), grad
 
 
 def next_values_in_row(values: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:

@@ -8,19 +8,20 @@ mean 0 and variance 1, value targets taken before whitening).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
-from hypothesis import given, strategies as st
+from hypothesis import given
 
 from grader.protocol import call, expect, kata_test
 from grader.suites._common import check_close
 from grader.suites.ppo.checks import (
-    check_grad, check_low_precision, check_stats, expect_unchanged, expect_value_error,
-    same_result, scalar_of, shapes_of, snapshot)
+    check_grad, check_low_precision, check_stats, expect_unchanged, expect_value_error, same_result,
+    scalar_of, shapes_of, snapshot)
+from grader.suites.ppo.runners import (
+    LOSS, check_loss_against, close_results, kl_fixed, kl_inputs, loss_fixed, loss_inputs,
+    run_kl, run_loss, run_whiten, whiten_inputs)
 from grader.suites.ppo.strategies import (
-    ALL_FLOAT_DTYPES, DTYPES, FAST, FIXED_MASKS, MEDIUM, batches, fixed_batch, grid,
-    grid_from_seed, last_valid_one_hot, leaf, token_mean, valid_of)
+    ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, MEDIUM, fixed_batch, last_valid_one_hot, leaf,
+    token_mean, valid_of)
 
 RULES = {
     "KL rewards: -kl_coef * (logprobs - ref_logprobs) on valid tokens, plus scores[b] at row b's "
@@ -57,108 +58,8 @@ RULES = {
     "whitening fewer than 2 entries); the next call is unaffected": "test_level3_rejects_bad_input",
 }
 
-KL_COEF = st.sampled_from((0.1, 0.5, 1.0))
-KL = ("logprobs", "ref")
-LOSS = ("logprobs", "old_logprobs", "values", "old_values", "rewards")
 STAT_KEYS = ("policy_loss", "value_loss", "clipfrac", "approx_kl")
-GAMMA = st.sampled_from((1.0, 0.9, 0.5, 0.0))
-LAM = st.sampled_from((1.0, 0.95, 0.5, 0.0))
-CLIP = st.sampled_from((0.1, 0.2, 0.3))
 MIXED = FIXED_MASKS["three rows of 2, 1 and 3 tokens"]
-
-
-def kl_fixed(rows: list[list[int]], seed: int, kl_coef: float = 0.5, fill: float = 5.0,
-             dtype: torch.dtype = torch.float64) -> dict[str, Any]:
-    b = fixed_batch(rows, KL, seed=seed, fill=fill, dtype=dtype)
-    return {"scores": grid_from_seed(seed + 100, (len(rows),), dtype), "logprobs": b["logprobs"],
-            "ref_logprobs": b["ref"], "mask": b["mask"], "kl_coef": kl_coef}
-
-
-def run_kl(module: Any, inp: dict[str, Any]) -> torch.Tensor:
-    return call(module.kl_shaped_rewards, inp["scores"], inp["logprobs"], inp["ref_logprobs"],
-                inp["mask"], inp["kl_coef"], what="kl_shaped_rewards")
-
-
-@st.composite
-def kl_inputs(draw: Any, specials: bool = False) -> dict[str, Any]:
-    b = draw(batches(KL, specials=specials))
-    inp = {"scores": grid(draw, (b["mask"].shape[0],), b["logprobs"].dtype), "logprobs": b["logprobs"],
-           "ref_logprobs": b["ref"], "mask": b["mask"], "kl_coef": draw(KL_COEF)}
-    if specials:
-        inp["clean"] = {**inp, "logprobs": b["clean"]["logprobs"], "ref_logprobs": b["clean"]["ref"]}
-    return inp
-
-
-def spread(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """x with at least two distinct valid values, so the variance is well away from 0."""
-    first = valid.nonzero()[0].tolist()
-    values = x[valid]
-    if bool((values == values[0]).all()):
-        x = x.clone()
-        x[tuple(first)] += 1.0
-    return x
-
-
-@st.composite
-def whiten_inputs(draw: Any, specials: bool = False) -> dict[str, Any]:
-    b = draw(batches(("x",), min_total=2, specials=specials))
-    valid = valid_of(b["mask"])
-    inp = {"x": spread(b["x"], valid), "mask": b["mask"], "shift_mean": draw(st.booleans())}
-    if specials:
-        inp["clean"] = {**inp, "x": spread(b["clean"]["x"], valid)}
-    return inp
-
-
-def run_whiten(module: Any, inp: dict[str, Any]) -> torch.Tensor:
-    kwargs = {"eps": inp["eps"]} if "eps" in inp else {}
-    return call(module.masked_whiten, inp["x"], inp["mask"], inp["shift_mean"], what="masked_whiten",
-                **kwargs)
-
-
-@st.composite
-def loss_inputs(draw: Any, specials: bool = False, whiten: bool | None = None) -> dict[str, Any]:
-    whiten = draw(st.booleans()) if whiten is None else whiten
-    # Whitening near-constant advantages amplifies rounding by up to 1e4: float64 only then.
-    b = draw(batches(LOSS, min_total=2, specials=specials,
-                     dtypes=(torch.float64,) if whiten else DTYPES))
-    kwargs = {"gamma": draw(GAMMA), "lam": draw(LAM), "clip_eps": draw(CLIP),
-              "clip_eps_value": draw(CLIP), "vf_coef": draw(st.sampled_from((0.1, 0.5))),
-              "whiten_advantages": whiten}
-    inp = {**{k: b[k] for k in LOSS}, "mask": b["mask"], **kwargs}
-    if specials:
-        inp["clean"] = {**inp, **{k: b["clean"][k] for k in LOSS}}
-    return inp
-
-
-def loss_fixed(rows: list[list[int]], seed: int, **kwargs: Any) -> dict[str, Any]:
-    b = fixed_batch(rows, LOSS, seed=seed, fill=5.0)
-    return {**{k: b[k] for k in LOSS}, "mask": b["mask"], **kwargs}
-
-
-def run_loss(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
-    logprobs, values = leaf(inp["logprobs"]), leaf(inp["values"])
-    kwargs = {k: inp[k] for k in ("gamma", "lam", "clip_eps", "clip_eps_value", "vf_coef",
-                                  "whiten_advantages") if k in inp}
-    out = call(module.ppo_loss, logprobs, inp["old_logprobs"], values, inp["old_values"],
-               inp["rewards"], inp["mask"], what="ppo_loss", **kwargs)
-    expect(isinstance(out, tuple) and len(out) == 2, "ppo_loss returns (total, stats)",
-           input=inp, got=type(out).__name__)
-    total, stats = out
-    scalar_of(total, "the total loss", inp)
-    expect(total.requires_grad, "the total loss carries gradients", input=inp)
-    total.backward()
-    zeros = torch.zeros_like(logprobs)
-    return (total.detach(), stats, zeros if logprobs.grad is None else logprobs.grad,
-            zeros if values.grad is None else values.grad)
-
-
-def check_loss_against(solution: Any, reference: Any, inp: dict[str, Any], what: str) -> None:
-    total, stats, g_lp, g_v = run_loss(solution, inp)
-    want, want_stats, want_lp, want_v = run_loss(reference, inp)
-    check_close(total, want, f"the total loss equals the reference's ({what})", input=inp)
-    check_stats(stats, want_stats, f"ppo_loss ({what})", inp)
-    check_grad(g_lp, want_lp, f"d(total)/d(logprobs) equals the reference's ({what})", inp)
-    check_grad(g_v, want_v, f"d(total)/d(values) equals the reference's ({what})", inp)
 
 
 # ============================================================================ targeted: KL
@@ -255,7 +156,7 @@ def test_ppo_loss_defaults(solution):
     explicit = {**inp, "gamma": 1.0, "lam": 0.95, "clip_eps": 0.2, "clip_eps_value": 0.2,
                 "vf_coef": 0.1, "whiten_advantages": True}
     got, want = run_loss(solution, inp), run_loss(solution, explicit)
-    expect(_close(got, want), "ppo_loss with every keyword left out equals ppo_loss with gamma=1.0, "
+    expect(close_results(got, want), "ppo_loss with every keyword left out equals ppo_loss with gamma=1.0, "
            "lam=0.95, clip_eps=0.2, clip_eps_value=0.2, vf_coef=0.1, whiten_advantages=True",
            input=shapes_of(inp), expected=f"total {want[0]}", got=f"total {got[0]}")
 
@@ -304,19 +205,8 @@ def test_level3_bool_and_float_masks_agree(solution):
                                           ("ppo_loss", run_loss, lo)), as_bool):
             typed = {**inp, "mask": inp["mask"].to(kind)}
             got = fn(solution, typed)
-            expect(same_result(got, want) or _close(got, want), f"{name} with a {kind} 0/1 mask "
+            expect(same_result(got, want) or close_results(got, want), f"{name} with a {kind} 0/1 mask "
                    "gives what it gives with the bool mask", input=typed, expected=want, got=got)
-
-
-def _close(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and torch.allclose(
-            a.detach().double(), b.detach().double(), rtol=1e-6, atol=1e-9, equal_nan=True)
-    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
-    return a == b
 
 
 @kata_test(level=3, category="api contract",
@@ -363,7 +253,7 @@ def test_level3_rejects_bad_input(solution):
                                       **{k: inp[k] for k in ("clip_eps", "whiten_advantages") if k in inp})
         expect_value_error(fn, f"{name} raises ValueError ({what})", shapes_of(inp))
         again = (run_kl(solution, kl), first_loss) if name == "kl_shaped_rewards" else (first_kl, run_loss(solution, lo))
-        expect(same_result(again[0], first_kl) and _close(again[1], first_loss), f"a rejected {name} "
+        expect(same_result(again[0], first_kl) and close_results(again[1], first_loss), f"a rejected {name} "
                "call changes nothing: the next valid call gives the same result as before it",
                input={**shapes_of(inp), "after": what})
 
