@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from hypothesis import settings, strategies as st
 
-from grader.protocol import call, expect
+from grader.protocol import PropertyFailure, call, expect
 
 NEG_INF = float("-inf")
 # Every floating dtype the statement's "(B, V) float" allows.
@@ -113,6 +113,35 @@ def sample_ids(got: Any, num_rows: int, vocab: int, inp: Any) -> torch.Tensor:
 
 def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+SAMPLE_DRAWS = 20000
+
+
+def sample_counts(solution: Any, logits: list[float], seed: int, **kwargs: Any) -> tuple[list[int], dict]:
+    row = torch.tensor([logits], dtype=torch.float32)
+    inp = {"logits": row, **kwargs, "draws": f"{SAMPLE_DRAWS} rows, generator seed {seed}"}
+    got = call(solution.sample, row.repeat(SAMPLE_DRAWS, 1), generator=gen(seed), what="sample", **kwargs)
+    got = sample_ids(got, SAMPLE_DRAWS, len(logits), inp)
+    return torch.bincount(got, minlength=len(logits)).tolist(), inp
+
+
+def filtered_probs(reference: Any, logits: list[float], temperature: float, top_k: int, top_p: float) -> list[float]:
+    row = torch.tensor([logits], dtype=torch.float32) / temperature
+    return reference.top_k_top_p_filter(row, top_k, top_p).double().softmax(-1)[0].tolist()
+
+
+def expect_value_error(fn: Any, prop: str, input: Any) -> None:
+    try:
+        fn()
+    except ValueError:
+        return
+    except PropertyFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the wrong exception is the verdict
+        raise PropertyFailure(prop, input=input, expected="ValueError",
+                              got=f"{type(exc).__name__}: {exc}") from exc
+    raise PropertyFailure(prop, input=input, expected="ValueError", got="no exception")
 
 
 # ---------------------------------------------------------------------------- speculative

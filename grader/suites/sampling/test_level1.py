@@ -7,18 +7,16 @@ them compare with the reference and check properties on drawn batches.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from hypothesis import assume, given, settings, strategies as st
 
-from grader.protocol import PropertyFailure, call, expect, kata_test
+from grader.protocol import call, expect, kata_test
 from grader.suites._common import count_ops
 from grader.suites.sampling.chi_square import check_frequencies
 from grader.suites.sampling.strategies import (
-    FLOAT_DTYPES, NEG_INF, check_filter_output, expect_kept, filter_case, gen, kept_mask,
-    near_boundary, nucleus_mass, run_filter, sample_ids, settings_fast, top_k_set,
-    top_k_values, top_p_values)
+    FLOAT_DTYPES, NEG_INF, check_filter_output, expect_kept, expect_value_error, filter_case,
+    filtered_probs, gen, kept_mask, near_boundary, nucleus_mass, run_filter, sample_counts,
+    sample_ids, settings_fast, top_k_set, top_k_values, top_p_values)
 
 RULES = {
     "filter: a new (B, V) tensor of logits' dtype (every float dtype), kept entries unchanged, "
@@ -57,19 +55,6 @@ RULES = {
     "sample: ValueError when temperature < 0; the rejected call draws nothing":
         "test_sample_rejects_negative_temperature",
 }
-
-
-def expect_value_error(fn: Any, prop: str, input: Any) -> None:
-    try:
-        fn()
-    except ValueError:
-        return
-    except PropertyFailure:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the wrong exception is the verdict
-        raise PropertyFailure(prop, input=input, expected="ValueError",
-                              got=f"{type(exc).__name__}: {exc}") from exc
-    raise PropertyFailure(prop, input=input, expected="ValueError", got="no exception")
 
 
 # ============================================================================ targeted: filter
@@ -481,31 +466,15 @@ def test_sample_never_picks_a_filtered_token(solution, reference, data, top_k, t
            expected=logits.masked_fill(~allowed, NEG_INF), got=got)
 
 
-SAMPLE_DRAWS = 20000
-
-
-def _sample_counts(solution: Any, logits: list[float], seed: int, **kwargs: Any) -> tuple[list[int], dict]:
-    row = torch.tensor([logits], dtype=torch.float32)
-    inp = {"logits": row, **kwargs, "draws": f"{SAMPLE_DRAWS} rows, generator seed {seed}"}
-    got = call(solution.sample, row.repeat(SAMPLE_DRAWS, 1), generator=gen(seed), what="sample", **kwargs)
-    got = sample_ids(got, SAMPLE_DRAWS, len(logits), inp)
-    return torch.bincount(got, minlength=len(logits)).tolist(), inp
-
-
-def _filtered_probs(reference: Any, logits: list[float], temperature: float, top_k: int, top_p: float) -> list[float]:
-    row = torch.tensor([logits], dtype=torch.float32) / temperature
-    return reference.top_k_top_p_filter(row, top_k, top_p).double().softmax(-1)[0].tolist()
-
-
 @kata_test(level=1, category="correctness", weight=2,
            description="sample frequencies match the filtered distribution (chi-square, 20000 draws)")
 def test_sample_frequencies_match_filtered_distribution(solution, reference):
     cases = [([2.0, 1.0, 0.0, -1.0, 0.5], 1.0, 0, 1.0, 11),
              ([1.5, 0.2, 1.0, -0.5, 0.6, 1.2], 1.0, 4, 0.8, 12)]
     for logits, temperature, top_k, top_p, seed in cases:
-        counts, inp = _sample_counts(solution, logits, seed, temperature=temperature,
+        counts, inp = sample_counts(solution, logits, seed, temperature=temperature,
                                      top_k=top_k, top_p=top_p)
-        check_frequencies(counts, _filtered_probs(reference, logits, temperature, top_k, top_p),
+        check_frequencies(counts, filtered_probs(reference, logits, temperature, top_k, top_p),
                           "sampling frequencies match softmax of the filtered logits", input=inp)
 
 
@@ -514,8 +483,8 @@ def test_sample_frequencies_match_filtered_distribution(solution, reference):
 def test_temperature_scales_logits_before_softmax(solution, reference):
     cases = [([1.0, 0.0, -0.5, 0.5], 0.5, 13), ([1.0, 0.0, -0.5, 0.5], 2.5, 14)]
     for logits, temperature, seed in cases:
-        counts, inp = _sample_counts(solution, logits, seed, temperature=temperature)
-        check_frequencies(counts, _filtered_probs(reference, logits, temperature, 0, 1.0),
+        counts, inp = sample_counts(solution, logits, seed, temperature=temperature)
+        check_frequencies(counts, filtered_probs(reference, logits, temperature, 0, 1.0),
                           "sampling frequencies match softmax(logits / temperature)", input=inp)
 
 

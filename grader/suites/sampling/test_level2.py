@@ -8,7 +8,6 @@ be checked by hand; each runs with step_fn returning float64 and float32 log-pro
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import torch
 from hypothesis import given, settings, strategies as st
