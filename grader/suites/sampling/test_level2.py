@@ -149,15 +149,16 @@ def steps_taken(model: TinyModel, prompt_len: int) -> int:
 def test_stops_once_no_live_beam_can_win(solution, reference):
     # EOS (.9) ranks first and fills the one-slot set; the live [1] (log .05) cannot beat it
     # under any length penalty: the search stops after step 1, not at max_new_tokens = 4.
-    table = {(): [0.9, 0.05, 0.03, 0.02]}
-    for length_penalty in (1.0, 0.0, -1.0):
-        case = table_case(table, num_beams=1, max_new_tokens=4, length_penalty=length_penalty)
-        model = make_model(case)
-        got = run_beam(solution, model, case)
-        ref_model = make_model(case)
-        expected = reference.beam_search(ref_model, [], 1, 4, 0, length_penalty)
-        expect(same_hypotheses(got, expected), "the hypotheses equal the reference's",
-               input=case_input(case), expected=shown_hypotheses(expected), got=shown_hypotheses(got))
+    # Then a tie: EOS and token 1 both have probability .5; with length_penalty 0 the live [1]
+    # can at best equal the finished [EOS], which is not beating it: stop after step 1 too.
+    cases = [({(): [0.9, 0.05, 0.03, 0.02]}, 4, lp) for lp in (1.0, 0.0, -1.0)]
+    cases.append(({(): [0.5, 0.5], (1,): [0.5, 0.5]}, 2, 0.0))
+    for table, vocab_size, length_penalty in cases:
+        case = table_case(table, vocab_size=vocab_size, num_beams=1, max_new_tokens=4,
+                          length_penalty=length_penalty)
+        model, ref_model = make_model(case), make_model(case)
+        run_beam(solution, model, case)
+        reference.beam_search(ref_model, [], 1, 4, 0, length_penalty)
         want, steps = steps_taken(ref_model, 0), steps_taken(model, 0)
         expect(steps == want, "once the set is full and no live beam can beat its worst, the "
                "search stops (step_fn is not asked for more tokens)", input=case_input(case),
