@@ -39,6 +39,17 @@ RULES = {
 WIDE_VOCAB = 32  # a draw uniform over 31-32 tokens: two independent draws agree 1 time in 31
 
 
+FORCED_SHOWN = {
+    "bonus": "K = 1, V = 32: draft token 0 with draft_probs[0] = target_probs[0] = one-hot on "
+             "token 0 (always accepted); target_probs[1] uniform (the bonus)",
+    "replacement": "K = 1, V = 32: draft token 0, draft_probs[0] one-hot on token 0, "
+                   "target_probs[0] = 0 on token 0 and uniform over tokens 1-31 (always rejected)",
+    "acceptance": "K = 12, V = 2: draft tokens all 0, draft_probs rows [1, 0], target_probs rows "
+                  "[.5, .5] (each accepted with probability 1/2, a rejection replaced by token 1), "
+                  "then [1, 0] (bonus token 0)",
+}
+
+
 def forced_cases(dtype: torch.dtype = torch.float32) -> dict[str, dict]:
     """Cases where one kind of draw alone decides the result, whatever the seed."""
     uniform = torch.full((WIDE_VOCAB,), 1.0 / WIDE_VOCAB, dtype=torch.float64)
@@ -71,8 +82,8 @@ def test_every_draw_uses_the_generator(solution):
         for seed in range(6):
             first, second = run_verify(solution, case, seed), run_verify(solution, case, seed)
             expect(first == second, f"{what[name]} is drawn from the generator passed in: two calls "
-                   "with equally seeded generators give the same tokens", input={**case, "seed": seed},
-                   expected=first, got=second)
+                   "with equally seeded generators give the same tokens",
+                   input={"case": FORCED_SHOWN[name], "generator seed": seed}, expected=first, got=second)
 
 
 @kata_test(level=3, category="api contract",
@@ -84,7 +95,7 @@ def test_verify_without_generator_uses_the_global_rng(solution):
                              what="speculative_verify"), 1, case) for _ in range(6)]
     expect(len({tuple(d) for d in draws}) > 1, "generator=None draws from torch's global "
            "generator, whose state moves on: six calls do not all give the same token",
-           input={**case, "generator": None}, got=draws)
+           input={"case": FORCED_SHOWN["replacement"], "generator": None}, got=draws)
 
 
 @kata_test(level=3, category="api contract",
@@ -94,7 +105,7 @@ def test_verify_returns_python_ints(solution):
     got = call(solution.speculative_verify, case["draft_tokens"].clone(), case["draft_probs"].clone(),
                case["target_probs"].clone(), generator=gen(1), what="speculative_verify")
     expect(isinstance(got, list) and len(got) >= 1 and all(type(t) is int for t in got),
-           "the emitted tokens are a list of Python ints (not tensors)", input=case,
+           "the emitted tokens are a list of Python ints (not tensors)", input=FORCED_SHOWN["bonus"],
            expected="list[int]", got=f"{type(got).__name__} of {[type(t).__name__ for t in got]}"
            if isinstance(got, list) else type(got).__name__)
 
