@@ -9,6 +9,7 @@ come back. Expected values are the reference computed in float64, cast to q's dt
 from __future__ import annotations
 
 import copy
+import traceback
 from typing import Any, Callable
 
 import torch
@@ -63,6 +64,31 @@ def close(got: Any, expected: torch.Tensor, prop: str, *, input: Any, **toleranc
                               got=readable(got), note=exc.note) from None
 
 
+def _candidate_lines(exc: BaseException) -> str | None:
+    """Where in the candidate's file the exception came from (best effort: the frames
+    outside the grader, the reference and installed packages)."""
+    lines = [f"line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
+             for f in traceback.extract_tb(exc.__traceback__)
+             if not any(part in f.filename for part in _NOT_CANDIDATE)]
+    return "in your file: " + " / ".join(lines[-2:]) if lines else None
+
+
+_NOT_CANDIDATE = ("/grader/", "/reference/", "site-packages", "/torch/", "<")
+
+
+def guarded(fn: Callable[..., Any], *args: Any, what: str, input: Any, **kwargs: Any) -> Any:
+    """call(fn, ...), with an exception from the candidate's code turned into a failure that
+    shows the input that made it raise (a bare traceback line does not)."""
+    try:
+        return call(fn, *args, what=what, **kwargs)
+    except PropertyFailure:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any exception of candidate code is the verdict
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise PropertyFailure(f"{what} raised {type(exc).__name__}" + (f": {text}" if text else ""),
+                              input=readable(input), note=_candidate_lines(exc)) from exc
+
+
 def shown(case: dict, **kwargs: Any) -> dict:
     """The input of an attention() call as the scorecard shows it (defaults left out)."""
     return {**case, **{k: v for k, v in kwargs.items() if v is not None and v is not False}}
@@ -84,8 +110,8 @@ def exact(reference: Any, case: dict, **kwargs: Any) -> torch.Tensor:
 def run(solution: Any, case: dict, **kwargs: Any) -> Any:
     """The candidate's attention on copies of the inputs."""
     copies = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-    return call(solution.attention, case["q"].clone(), case["k"].clone(), case["v"].clone(),
-                what="attention()", **copies)
+    return guarded(solution.attention, case["q"].clone(), case["k"].clone(), case["v"].clone(),
+                   what="attention()", input=shown(case, **kwargs), **copies)
 
 
 def expect_attention(solution: Any, reference: Any, case: dict, prop: str, **kwargs: Any) -> None:
@@ -146,7 +172,8 @@ def forward(module: Any, x: torch.Tensor, what: str = "MultiHeadAttention.forwar
     """The candidate's forward on a copy of x (no grad mode entered: the candidate runs in
     its own process)."""
     copies = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-    return call(module, x.clone(), what=what, **copies)
+    shown_kwargs = {k: v for k, v in kwargs.items() if k != "kv_cache"}
+    return guarded(module, x.clone(), what=what, input={"x": x, **shown_kwargs}, **copies)
 
 
 def reference_forward(ref: Any, x: torch.Tensor, dtype: torch.dtype, **kwargs: Any) -> torch.Tensor:

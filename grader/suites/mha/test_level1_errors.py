@@ -39,6 +39,8 @@ def _bad_shapes(solution: Any) -> dict[str, Callable[[], Any]]:
         "k of 3 dims": lambda: a(Q, K[0], V),
         "v of 3 dims": lambda: a(Q, K, V[0]),
         "q of 5 dims": lambda: a(Q[None], K, V),
+        "q of 3 dims (2, 3, 4) whose first dims match k (2, 3, 5, 4) and v (2, 3, 5, 6)":
+            lambda: a(torch.zeros(2, 3, 4), torch.zeros(2, 3, 5, 4), torch.zeros(2, 3, 5, 6)),
         "k with another batch size": lambda: a(Q, torch.zeros(2, 2, 5, 4), torch.zeros(2, 2, 5, 6)),
         "v with another batch size": lambda: a(Q, K, torch.zeros(2, 2, 5, 6)),
         "k and v with other heads": lambda: a(Q, torch.zeros(1, 1, 5, 4), torch.zeros(1, 1, 5, 6)),

@@ -194,7 +194,7 @@ def test_mha_forward_after_rejected_call(solution, reference):
     before = forward(cand, follow_up, is_causal=True)
     expect(isinstance(before, torch.Tensor), "forward returns a tensor", got=type(before).__name__)
     for what, kwargs in rejected.items():
-        ok, got = raises_value_error(lambda: forward(cand, x, **kwargs), "MultiHeadAttention.forward()")
+        ok, got = raises_value_error(lambda: cand(x.clone(), **kwargs), "MultiHeadAttention.forward()")
         expect(ok, f"forward with {what} raises ValueError (as attention() does)",
                input={"module": "MultiHeadAttention(6, 3, 1)", "x": x, **kwargs}, expected="ValueError", got=got)
         # Compared with the module's own output before the rejection: only a leak fails here.
