@@ -41,10 +41,23 @@ def _values(t: torch.Tensor) -> Any:
     return t.double().round(decimals=5).tolist()  # python floats: 2.0, -inf
 
 
+
+class _Float:
+    """A float shown as Python writes it ("0.0", "1e-05"), not rounded to "0"."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 def readable(value: Any) -> Any:
     """`value` with every tensor wrapped so the scorecard shows its values."""
     if isinstance(value, torch.Tensor):
         return _Readable(value)
+    if isinstance(value, float):
+        return _Float(value)
     if isinstance(value, dict):
         return {k: readable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -52,9 +52,22 @@ class _Readable:
         return f"tensor({'first values ' if t.numel() > 64 else ''}{values}{', ...' if t.numel() > 64 else ''}, {meta})"
 
 
+
+class _Float:
+    """A float shown as Python writes it ("0.0", "1e-05"), not rounded to "0"."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 def readable(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return _Readable(value)
+    if isinstance(value, float):
+        return _Float(value)
     if isinstance(value, dict):
         return {k: readable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
