@@ -246,13 +246,14 @@ def test_rejects_positions_not_matching_t(solution):
     good = torch.tensor([0, 5, 9])
     before = rope(solution, x, good)  # compared below with itself: only a leak fails here
     expect(isinstance(before, torch.Tensor), "apply_rope returns a tensor", got=type(before).__name__)
-    bad = {"positions (2,) for T = 3": torch.tensor([0, 1]),
-           "positions (4,) for T = 3": torch.arange(4),
-           "positions (0,) for T = 3": torch.zeros(0, dtype=torch.int64),
-           "positions (2, 4) for x (2, 3, 4)": torch.zeros(2, 4, dtype=torch.int64)}
-    for what, positions in bad.items():
-        expect_value_error(lambda: solution.apply_rope(x.clone(), positions.clone()),
-                           f"apply_rope with {what}", shown(x, positions))
+    bad = {"positions (2,) for T = 3": (x, torch.tensor([0, 1])),
+           "positions (4,) for T = 3": (x, torch.arange(4)),
+           "positions (0,) for T = 3": (x, torch.zeros(0, dtype=torch.int64)),
+           "positions (2, 4) for x (2, 3, 4)": (x, torch.zeros(2, 4, dtype=torch.int64)),
+           "positions (2,) for x (3, 4)": (x[0], torch.tensor([0, 1]))}
+    for what, (bad_x, positions) in bad.items():
+        expect_value_error(lambda: solution.apply_rope(bad_x.clone(), positions.clone()),
+                           f"apply_rope with {what}", shown(bad_x, positions))
         close(rope(solution, x, good), before.detach().clone(), f"after apply_rope with {what} "
               "was rejected, the next call gives the same result as before it",
               input=shown(x, good), atol=0.0, rtol=0.0)

@@ -62,6 +62,14 @@ def test_cache_grown_then_reused(solution, reference):
             expect_table_rules(table, after, max(values) + 1,
                                {"dim": dim, "calls so far": history, "cached_positions before": table})
             table = after
+        # The last row of the table is inside it: a call there must not grow it.
+        positions = torch.tensor([table - 1, 0])
+        x = seeded_x(99, (1, 2, 2, head_dim))
+        expect_rotated(embed(embedding, x, positions, dim=dim), reference, x, positions,
+                       f"a call at the table's last position ({table - 1}) uses that row",
+                       rotary_dim=dim)
+        expect_table_rules(table, cached_positions(embedding), table,
+                           {"dim": dim, "positions": positions.tolist(), "cached_positions before": table})
 
 
 @kata_test(level=3, category="correctness", weight=1,
