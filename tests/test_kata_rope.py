@@ -1,5 +1,6 @@
-"""The `rope` suite rejects each realistic buggy solution with the property a reader would
-expect, passes correct solutions written differently, and keeps its pinned regressions."""
+"""The `rope` suite rejects each realistic buggy solution of tests/corpus/rope at the level its
+corpus.toml declares, by the test it names, under two seeds; passes correct solutions
+written differently; and keeps its pinned regressions."""
 
 from __future__ import annotations
 
@@ -9,34 +10,20 @@ import math
 import pytest
 import torch
 
-from tests.kata_testing import assert_rejected_by, assert_scores_full, corpus_file
+from tests.kata_testing import (assert_rejected_at_level, assert_scores_full, buggy_params,
+                                corpus_file, correct_params)
 
 SLUG = "rope"
 
-BUGGY = [
-    ("buggy_exponent_without_two.py", "test_inv_freq_matches_formula"),
-    ("buggy_rotate_half_interleaved_cos_sin.py", "test_norm_preserved"),
-    ("buggy_rotate_half_sign.py", "test_matches_reference"),
-    ("buggy_positions_restart_each_step.py", "test_decode_steps_equal_full_pass"),
-    ("buggy_partial_denominator_d.py", "test_partial_rotary_equals_rotating_the_slice"),
-    ("buggy_partial_rotates_last.py", "test_pass_through_features_untouched"),
-    ("buggy_linear_multiplies_positions.py", "test_linear_scaling_equals_dividing_positions"),
-    ("buggy_llama3_frequency_not_wavelength.py", "test_llama3_keeps_high_frequencies"),
-    ("buggy_cos_sin_in_bf16.py", "test_bf16_close_to_float32"),
-    ("buggy_modifies_x_in_place.py", "test_input_not_modified"),
-]
 
-CORRECT = ["correct_float64_complex.py", "correct_hf_rotate_half.py"]
+@pytest.mark.parametrize(("entry", "seed"), buggy_params(SLUG))
+def test_buggy_solution_is_rejected_at_its_level(entry, seed):
+    assert_rejected_at_level(SLUG, entry, seed)
 
 
-@pytest.mark.parametrize(("name", "expected_test"), BUGGY, ids=[name for name, _ in BUGGY])
-def test_buggy_solution_rejected_by_expected_property(name, expected_test):
-    assert_rejected_by(SLUG, name, expected_test)
-
-
-@pytest.mark.parametrize("name", CORRECT)
-def test_correct_alternative_scores_full(name):
-    assert_scores_full(SLUG, name)
+@pytest.mark.parametrize(("name", "seed"), correct_params(SLUG))
+def test_correct_alternative_scores_full(name, seed):
+    assert_scores_full(SLUG, name, seed)
 
 
 def _load(name: str):
