@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from hypothesis import assume, given, settings, strategies as st
 
-from grader.protocol import call, expect, kata_test
+from grader.protocol import call, call_many, expect, kata_test
 from grader.suites.sampling.chi_square import check_frequencies
 from grader.suites.sampling.strategies import FLOAT_DTYPES, gen, run_verify, spec_cases, token_list
 
@@ -242,9 +242,11 @@ def spec_runs(solution: Any, name: str) -> tuple[list[list[int]], dict]:
     if key not in _spec_runs:
         g = gen(seed)
         drafts = torch.multinomial(q, SPEC_CALLS, replacement=True, generator=g).T  # (calls, K)
-        _spec_runs[key] = [
-            token_list(call(solution.speculative_verify, d.clone(), q.clone(), p.clone(), generator=g,
-                            what="speculative_verify"), q.shape[0], inp) for d in drafts]
+        # One round trip for all the calls (the candidate may run in another process).
+        got = call_many(solution.speculative_verify,
+                        [((d.clone(), q.clone(), p.clone()), {"generator": g}) for d in drafts],
+                        what="speculative_verify")
+        _spec_runs[key] = [token_list(run, q.shape[0], inp) for run in got]
     return _spec_runs[key], inp
 
 
