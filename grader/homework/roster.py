@@ -20,6 +20,7 @@ from typing import Any
 from grader.catalog import Catalog
 from grader.engine.report import LevelScore, interview_signal
 from grader.errors import KataError
+from grader.homework.similarity import RESEMBLES_THRESHOLD
 from grader.homework.spec import Homework
 
 MAX_MESSAGE_CHARS = 500
@@ -253,6 +254,9 @@ def candidate_summary(rows: list[RosterRow]) -> str:
         flags.append("claims do not reproduce (MISMATCH)")
     if any(r.copy_of_reference for r in rows):
         flags.append("copy of the reference: " + ", ".join(r.kata for r in rows if r.copy_of_reference))
+    close = [r for r in rows if not r.copy_of_reference and (r.reference_similarity or 0) >= RESEMBLES_THRESHOLD]
+    if close:
+        flags.append("resembles the reference: " + ", ".join(f"{r.kata} ({r.reference_similarity:.0%})" for r in close))
     if any(r.identical_to for r in rows):
         flags.append("identical to another candidate's: " + ", ".join(r.kata for r in rows if r.identical_to))
     if any(r.reveals for r in rows):

@@ -4,15 +4,15 @@ A copy of the reference scores 100, and the review must still say so. Renaming v
 rewording docstrings and comments, reformatting, adding type hints or reordering methods
 changes nothing here: both sources are parsed with ``ast``, docstrings, bare strings,
 annotations and string contents are dropped, and every identifier is renamed to ``v0, v1,
-…`` in order of first appearance. Two measures are taken on what is left:
+…`` (attributes, keywords and methods to ``m0, m1, …``) in order of first appearance. Two measures are taken on what is left:
 
 * the token-sequence ratio of the whole module (``difflib``: 1.0 is identical), and
 * the share of the reference's functions (weighted by size) that appear in the solution
   with an identical normalised body, in any order (catches reordered methods).
 
 The similarity is the larger of the two. An independent solution of the same API shares
-signatures and a few idioms, not the bodies; the corpora's correct solutions, written to
-differ, stay well below ``COPY_THRESHOLD``.
+signatures and a few idioms, not the bodies: the corpora's solutions written another way
+measure 0.2-0.46, their small edits of the reference 0.74-0.98, a cosmetic copy 1.0.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import ast
 import difflib
 import re
 
-COPY_THRESHOLD = 0.9
+COPY_THRESHOLD = 0.9        # "a copy of the reference": flagged
+RESEMBLES_THRESHOLD = 0.75  # "resembles the reference": said in the summary, not flagged
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _MAX_TOKENS = 40_000  # beyond this a "solution" is not worth a quadratic comparison
 
@@ -31,9 +32,15 @@ class _Normaliser(ast.NodeTransformer):
 
     def __init__(self) -> None:
         self.names: dict[str, str] = {}
+        self.members: dict[str, str] = {}
 
     def _name(self, name: str) -> str:
         return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def _member(self, name: str) -> str:
+        # Attributes, keywords and methods have their own namespace: `self.size = size`
+        # must read the same after the parameter alone is renamed.
+        return self.members.setdefault(name, f"m{len(self.members)}")
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
         for field in ("body", "orelse", "finalbody"):
@@ -52,12 +59,12 @@ class _Normaliser(ast.NodeTransformer):
         return node
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        node.attr = self._name(node.attr)
+        node.attr = self._member(node.attr)
         return self.generic_visit(node)
 
     def visit_keyword(self, node: ast.keyword) -> ast.AST:
         if node.arg is not None:
-            node.arg = self._name(node.arg)
+            node.arg = self._member(node.arg)
         return self.generic_visit(node)
 
     def visit_alias(self, node: ast.alias) -> ast.AST:
@@ -66,7 +73,7 @@ class _Normaliser(ast.NodeTransformer):
         return node
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
-        node.name, node.returns = self._name(node.name), None
+        node.name, node.returns = self._member(node.name), None
         return self.generic_visit(node)
 
     visit_FunctionDef = visit_AsyncFunctionDef = _function

@@ -41,9 +41,9 @@ def claim(score: int = 100, seed: int = 4, passed: bool | None = None) -> dict[s
             "levels": [{"level": i, "passed": passed} for i in (1, 2, 3)]}
 
 
-def write_bundle(path: Path, manifest_data: dict | str | bytes, files: dict[str, bytes],
+def write_bundle(path: Path, manifest_data: dict | list | str | bytes, files: dict[str, bytes],
                  extra: list[tuple[Any, bytes]] | None = None) -> Path:
-    if isinstance(manifest_data, dict):
+    if isinstance(manifest_data, (dict, list)):
         manifest_data = json.dumps(manifest_data)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("manifest.json", manifest_data)
