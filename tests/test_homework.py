@@ -466,7 +466,7 @@ def cohort(tmp_path_factory):
                     claimed=claim(0, seed=5), **common)
     builders.malformed_bundle(bundles / "zed.kata.zip", "claimed score is a list", hw.id)
     report = folder / "report.html"
-    result = invoke("homework", "review", *sorted(bundles.iterdir()), "--homework", homework, "--seed", "8",
+    result = invoke("homework", "review", bundles, "--homework", homework, "--seed", "8",
                     "--jobs", "2", "--html", report, "--json")
     return {"folder": folder, "result": result, "report": report, "homework": hw,
             "mallory_bytes": (bundles / "mallory.kata.zip").stat().st_size}
@@ -540,7 +540,8 @@ def test_the_report_runs_no_script_in_headless_chromium(cohort, tmp_path):
     spliced = tmp_path / "spliced.html"
     spliced.write_text(page.replace("</h1>", "</h1>" + SPLICED, 1))
     dom = _dump_dom(spliced, tmp_path / "profile")
-    assert "<title>Week 1 — review</title>" in dom and "data-pwned" not in dom
+    assert "document.title = 'PWNED'" in dom  # the script element is there ...
+    assert "<title>Week 1 — review</title>" in dom and 'data-pwned="yes"' not in dom  # ... and did not run
     # ... which is what stops it: without the policy the same script runs (the check can fail).
     unprotected = tmp_path / "unprotected.html"
     unprotected.write_text(re.sub(r"<meta http-equiv='Content-Security-Policy'[^>]*>", "", spliced.read_text()))

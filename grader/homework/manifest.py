@@ -33,7 +33,7 @@ MAX_KATAS = 32
 MAX_LEVELS = 16
 MAX_REVEALS = 200
 MAX_HINTS = 1000
-MAX_SEED = 2**32 - 1
+MAX_SEED = 2**64 - 1  # `kata grade --seed` takes any non-negative integer hypothesis can use
 # Timestamps between 2001 and 2100; durations up to a year. Anything else is not a clock.
 MIN_TIMESTAMP, MAX_TIMESTAMP = 1_000_000_000.0, 4_102_444_800.0
 MAX_DURATION_S = 366 * 86400.0

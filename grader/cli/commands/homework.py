@@ -205,7 +205,8 @@ AllowUncontainedOpt = Annotated[bool, typer.Option(
 HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report.")]
 
 
-def review(bundles: Annotated[list[Path], typer.Argument(help="Bundles (.kata.zip) to re-grade.", show_default=False)],
+def review(bundles: Annotated[list[Path], typer.Argument(
+               help="Bundles (.kata.zip) to re-grade, or folders of them.", show_default=False)],
            homework_file: Annotated[Path, typer.Option("--homework", help="Your homework file (with private suites).")],
            html_out: HtmlOpt = None, seed: SeedOpt = None,
            jobs: Annotated[Optional[int], typer.Option(
@@ -215,6 +216,7 @@ def review(bundles: Annotated[list[Path], typer.Argument(help="Bundles (.kata.zi
     cat = catalog()
     hw = load_homework(homework_file, cat)
     _refuse_uncontained(allow_uncontained)
+    bundles = _expand(bundles)
     seed = new_seed() if seed is None else seed
     jobs = jobs or default_jobs()
     if not as_json:
@@ -261,6 +263,20 @@ def assemble(results: Annotated[list[Path], typer.Argument(
     seeds = sorted({u.get("seed") for u in units if isinstance(u.get("seed"), int)})
     _report(hw, cat, units, seeds[0] if len(seeds) == 1 else None, html_out, as_json,
             extra={"seeds": seeds})
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    """Folders stand for the bundles in them (*.zip, in name order)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(path.glob("*.zip"))
+            if not found:
+                raise KataError(f"{path} holds no bundles (*.kata.zip)")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
 
 
 def _refuse_uncontained(allowed: bool) -> None:

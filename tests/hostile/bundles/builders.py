@@ -84,7 +84,7 @@ MALFORMED: dict[str, tuple[Callable[[dict], dict | str], str]] = {
     "claimed score over 100": (_claimed("score", 101), "claimed.score: must be an integer 0..100"),
     "claimed score is true": (_claimed("score", True), "claimed.score: must be an integer"),
     "claimed seed negative": (_claimed("seed", -1), "claimed.seed: must be an integer"),
-    "claimed seed huge": (_claimed("seed", 2**70), "claimed.seed: must be an integer"),
+    "claimed seed huge": (_claimed("seed", 2**70), "claimed.seed: must be an integer 0..18446744073709551615"),
     "claimed passed is a string": (_claimed("passed", "yes"), "claimed.passed: must be true or false"),
     "claimed levels not a list": (_claimed("levels", {"1": True}), "claimed.levels: must be a list"),
     "claimed levels too many": (_claimed("levels", [{"level": 1, "passed": True}] * 17), "at most 16 levels"),
