@@ -69,7 +69,11 @@ def main() -> None:
     katas = [catalog.get(k) for k in KATAS]
     pools = {k.slug: pool(k) for k in katas}
     t0 = time.time()
-    claimed = {k.slug: claims(k, pools[k.slug]) for k in katas}
+    cache = args.out / "claims.json"  # the claims depend on the files and CLAIM_SEED only
+    known = json.loads(cache.read_text()) if cache.exists() else {}
+    claimed = {k.slug: {p: known[str(p)] for p in pools[k.slug]} if all(str(p) in known for p in pools[k.slug])
+               else claims(k, pools[k.slug]) for k in katas}
+    cache.write_text(json.dumps({str(p): c for per in claimed.values() for p, c in per.items()}))
     print(f"claims for {sum(len(p) for p in pools.values())} distinct files in {time.time() - t0:.0f} s")
     folder = args.out / "bundles"
     folder.mkdir(exist_ok=True)

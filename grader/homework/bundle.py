@@ -22,7 +22,8 @@ from typing import Any
 
 from grader.catalog import Catalog
 from grader.errors import KataError
-from grader.homework.manifest import BUNDLE_FORMAT, MAX_NAME_CHARS, Manifest, ManifestError, parse_manifest
+from grader.homework.manifest import (BUNDLE_FORMAT, MAX_NAME_CHARS, MAX_REVEALS, Manifest, ManifestError,
+                                      parse_manifest)
 from grader.homework.spec import Homework
 from grader.store import Store
 
@@ -108,7 +109,7 @@ def _entry(store: Store, slug: str, module: str, session: Any) -> tuple[dict[str
              # Every reveal of this kata, before the session too: seeing the reference before
              # `homework start` is exactly what a coach wants to know.
              "reveals": [{"at": at, "during_session": session_id is not None}
-                         for at, session_id in store.reveal_log(slug)],
+                         for at, session_id in store.reveal_log(slug)[-MAX_REVEALS:]],
              "claimed": claimed}
     return entry, source
 

@@ -97,7 +97,7 @@ def _flags(row: RosterRow) -> Text:
 
 
 def _failures(console: Console, row: RosterRow) -> None:
-    if row.status in ("rejected", "uncontained", "error") and row.kata != "-":
+    if row.problem and row.kata != "-":
         console.print(Text.assemble(("  ! ", "red"), f"{row.kata}: {row.problem}"))
     if row.mismatch or "reproduces" in row.claim_note:
         console.print(Text.assemble(("  ! ", "red" if row.mismatch else "yellow"), f"{row.kata}: {row.claim_note}"))

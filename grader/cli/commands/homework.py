@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from grader.catalog import Catalog, Kata
 from grader.cli import output
 from grader.cli.commands.start import begin
 from grader.cli.common import JsonOpt, catalog
@@ -23,12 +24,14 @@ from grader.homework.html import render_html
 from grader.homework.review import default_jobs
 from grader.homework.review import review as run_review
 from grader.homework.roster import build_rows
-from grader.homework.spec import Homework, load_homework, new_homework, write_homework
+from grader.homework.spec import Homework, PrivateSuite, load_homework, new_homework, write_homework
 from grader.homework.terminal import render_roster
 from grader.homework.unit import grade_reference, grade_unit, read_unit_results, why_uncontained
-from grader.store import Store
+from grader.store import Session, Store
 
-homework_app = typer.Typer(help="Coach homework: new, start, status, submit, review (grade-one and assemble for a cluster).", no_args_is_help=True)
+homework_app = typer.Typer(
+    help="Coach homework: new, start, status, submit, review (grade-one and assemble for a cluster).",
+    no_args_is_help=True)
 
 HomeworkArg = Annotated[Path, typer.Argument(help="The homework file (.toml) from your coach.", show_default=False)]
 
@@ -72,7 +75,7 @@ def _confirm(question: str) -> None:
                         hint="pass a later --due, or --yes to write it anyway")
 
 
-def _check_suite(kata, suite) -> None:
+def _check_suite(kata: Kata, suite: PrivateSuite) -> None:
     """Refuse a private suite that the kata's own reference fails (or that cannot run)."""
     seed = new_seed()
     output.console.print(f"checking private suite {escape(suite.name)} against the {kata.slug} reference (seed {seed})")
@@ -126,7 +129,7 @@ def start(homework_file: HomeworkArg,
                          "`kata grade` to finish.")
 
 
-def _say_open(homework_file: Path, session) -> None:
+def _say_open(homework_file: Path, session: Session) -> None:
     left = session.remaining_s
     when = f"{output.fmt_duration(left)} left" if left >= 0 else f"{output.fmt_duration(-left)} over time"
     output.console.print(
@@ -289,7 +292,7 @@ def _refuse_uncontained(allowed: bool) -> None:
         output.err_console.print(f"[yellow]warning:[/] grading uncontained ({escape(why)})")
 
 
-def _report(hw: Homework, cat, results: list[dict], seed: int | None, html_out: Optional[Path],
+def _report(hw: Homework, cat: Catalog, results: list[dict], seed: int | None, html_out: Optional[Path],
             as_json: bool, extra: dict) -> None:
     rows = build_rows(hw, cat, results)
     if html_out:
