@@ -22,19 +22,20 @@ from pygments.lexers import PythonLexer
 from grader.homework.roster import RosterRow, candidate_summary
 from grader.homework.spec import Homework
 
-_FORMATTER = HtmlFormatter(cssclass="src", linenos="table", wrapcode=True)
+_FORMATTER = HtmlFormatter(cssclass="src", linenos="inline", wrapcode=True)
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em; color: #222; max-width: 75em; }
 table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top;
-         overflow-wrap: anywhere; max-width: 24em; }
-th { background: #f3f3f3; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; white-space: nowrap; }
+td.text { overflow-wrap: anywhere; min-width: 8em; max-width: 22em; }
 .bad { color: #b00020; font-weight: bold; }
 .ok { color: #1b7f3b; font-weight: bold; }
 .flag { color: #7a1fa2; font-weight: bold; }
 .self { color: #666; }
 .summary { background: #f7f7f7; padding: 6px 10px; border-left: 4px solid #999; }
 pre { background: #f7f7f7; padding: 6px; white-space: pre-wrap; margin: 2px 0; }
+.src pre { white-space: pre; overflow-x: auto; }
 details { margin: 0.5em 0; }
 section.candidate { border-top: 2px solid #ddd; margin-top: 2em; }
 """ + _FORMATTER.get_style_defs(".src")
@@ -101,11 +102,14 @@ def _row(row: RosterRow) -> str:
                                    ("uncontained", row.contained is False),
                                    ("identical to " + ", ".join(row.identical_to), bool(row.identical_to))) if on]
     who = row.candidate if row.status != "rejected" else f"? ({row.bundle})"
+    reported = row.status not in ("rejected", "missing")
     cells = [_e(who), _e(row.kata), score, levels, private, _e(row.signal) or "-", claim,
-             used, _e(row.hints_used), _e(row.reveals),
-             "<span class='bad'>late</span>" if row.late else "no",
+             used if reported else "-", _e(row.hints_used) if reported else "-", _e(row.reveals) if reported else "-",
+             "<span class='bad'>late</span>" if row.late else ("no" if reported else "-"),
              "".join(f"<div class='flag'>{_e(f)}</div>" for f in flags), _e(row.problem)]
-    return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
+    texts = {0, len(cells) - 1}  # the candidate's name and the notes: long, from outside
+    return "<tr>" + "".join(f"<td class='text'>{c}</td>" if i in texts else f"<td>{c}</td>"
+                            for i, c in enumerate(cells)) + "</tr>"
 
 
 def _candidate(rows: list[RosterRow]) -> str:
