@@ -147,7 +147,7 @@ def _base(homework: Homework, bundle: OpenedBundle, slug: str, seed: int) -> dic
 def _grade_into(result: dict[str, Any], grader: "_Grader", kata: Kata, homework: Homework,
                 entry: KataEntry, seed: int, allow_uncontained: bool) -> None:
     source = grader.source
-    result["solution_sha256"] = hashlib.sha256(source.encode()).hexdigest()
+    result["solution_sha256"] = grader.sha256
     card = grader.grade(seed)
     if card.contained is False and not allow_uncontained:
         result.update(status="uncontained", problem="the solution ran outside the sandbox, so its "
