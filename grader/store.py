@@ -311,3 +311,10 @@ class Store:
     def reveals(self, kata: str, since: float = 0.0) -> int:
         return self._one("SELECT COUNT(*) FROM reveals WHERE kata = ? AND revealed_at >= ?",
                          (kata, since))[0]
+
+    def reveal_log(self, kata: str) -> list[tuple[float, int | None]]:
+        """Every reveal of `kata`, oldest first: (revealed_at, session id or None when it was
+        made outside a session)."""
+        rows = self.conn.execute("SELECT revealed_at, session_id FROM reveals WHERE kata = ? "
+                                 "ORDER BY revealed_at, id", (kata,)).fetchall()
+        return [(float(at), session_id) for at, session_id in rows]

@@ -130,7 +130,7 @@ def _summary_panel(card: dict[str, Any], title: str | None) -> Panel:
                  f"graded in {card['duration_s']:.1f} s")
     if card.get("signal"):
         lines.append(f"interview signal: [bold]{escape(card['signal'])}[/]")
-    return Panel("\n".join(lines), title=title or f"{card['title']} ({card['kata']})", expand=False)
+    return Panel("\n".join(lines), title=title or escape(f"{card['title']} ({card['kata']})"), expand=False)
 
 
 def _levels_table(card: dict[str, Any]) -> Table:

@@ -15,21 +15,22 @@ import os
 import stat
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from grader.catalog import Catalog
 from grader.errors import KataError
+from grader.homework.manifest import (BUNDLE_FORMAT, MAX_NAME_CHARS, MAX_REVEALS, Manifest, ManifestError,
+                                      parse_manifest)
 from grader.homework.spec import Homework
 from grader.store import Store
 
-BUNDLE_FORMAT = 1
 MANIFEST = "manifest.json"
 MAX_MEMBER_BYTES = 1_000_000
 MAX_TOTAL_BYTES = 8_000_000
 MAX_MEMBERS = 64
-MAX_NAME_CHARS = 100
 
 
 class BundleError(KataError):
@@ -39,12 +40,13 @@ class BundleError(KataError):
 @dataclass
 class OpenedBundle:
     path: Path
-    manifest: dict[str, Any]
+    sha256: str  # of the bundle file, naming it in unit results
+    manifest: Manifest
     files: dict[str, Path]  # kata slug -> extracted solution
 
     @property
     def candidate(self) -> str:
-        return self.manifest["candidate"]
+        return self.manifest.candidate
 
 
 # ---------------------------------------------------------------------------- submit
@@ -74,6 +76,7 @@ def build_bundle(homework: Homework, store: Store, catalog: Catalog, *, candidat
     manifest = {"format": BUNDLE_FORMAT, "homework_id": homework.id, "homework_sha256": homework.sha256,
                 "homework_title": homework.title, "candidate": candidate, "created_at": time.time(),
                 "katas": entries}
+    parse_manifest(json.loads(json.dumps(manifest)))  # what we send must pass the coach's schema
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
@@ -103,7 +106,11 @@ def _entry(store: Store, slug: str, module: str, session: Any) -> tuple[dict[str
              "session_started_at": session.started_at, "graded_at": graded_at,
              "time_used_s": time_used, "time_limit_s": session.minutes * 60.0,
              "hints_used": store.hints_shown(slug, session.id),
-             "reveals": store.reveals(slug, since=session.started_at), "claimed": claimed}
+             # Every reveal of this kata, before the session too: seeing the reference before
+             # `homework start` is exactly what a coach wants to know.
+             "reveals": [{"at": at, "during_session": session_id is not None}
+                         for at, session_id in store.reveal_log(slug)[-MAX_REVEALS:]],
+             "claimed": claimed}
     return entry, source
 
 
@@ -115,17 +122,21 @@ def open_bundle(path: Path, dest: Path) -> OpenedBundle:
     if not path.is_file():
         raise BundleError(f"{path} does not exist")
     if path.stat().st_size > MAX_TOTAL_BYTES * 2:
-        raise BundleError(f"{path} is larger than {MAX_TOTAL_BYTES * 2 // 1_000_000} MB")
+        raise BundleError(f"{path.name} is larger than {MAX_TOTAL_BYTES * 2 // 1_000_000} MB")
+    data = path.read_bytes()
     if not zipfile.is_zipfile(path):
-        raise BundleError(f"{path} is not a kata bundle (not a zip file)")
+        raise BundleError(f"{path.name} is not a kata bundle (not a zip file)")
     try:
         with zipfile.ZipFile(path) as zf:
             infos = _checked_members(zf, path)
             manifest = _manifest(zf, infos, path)
             files = _extract(zf, infos, manifest, path, dest)
     except zipfile.BadZipFile as exc:
-        raise BundleError(f"{path} is a damaged zip file: {exc}") from exc
-    return OpenedBundle(path=path, manifest=manifest, files=files)
+        raise BundleError(f"{path.name} is a damaged zip file: {exc}") from exc
+    except (NotImplementedError, RuntimeError, EOFError, ValueError, OSError, zlib.error) as exc:
+        # Encrypted members, unknown compression methods, truncated streams: not a bundle we made.
+        raise BundleError(f"{path.name} cannot be read: {type(exc).__name__}: {str(exc)[:200]}") from exc
+    return OpenedBundle(path=path, sha256=hashlib.sha256(data).hexdigest(), manifest=manifest, files=files)
 
 
 def _checked_members(zf: zipfile.ZipFile, path: Path) -> dict[str, zipfile.ZipInfo]:
@@ -133,27 +144,27 @@ def _checked_members(zf: zipfile.ZipFile, path: Path) -> dict[str, zipfile.ZipIn
     total = 0
     members = zf.infolist()
     if len(members) > MAX_MEMBERS:
-        raise BundleError(f"{path}: {len(members)} members, more than a bundle ever has ({MAX_MEMBERS})")
+        raise BundleError(f"{path.name}: {len(members)} members, more than a bundle ever has ({MAX_MEMBERS})")
     for info in members:
         name = info.filename
         pure = PurePosixPath(name)
         if "\\" in name or "\x00" in name or pure.is_absolute() or name.startswith("/") or ":" in pure.parts[0]:
-            raise BundleError(f"{path}: member '{name}' has an absolute or malformed path")
+            raise BundleError(f"{path.name}: member {_quoted(name)} has an absolute or malformed path")
         if ".." in pure.parts:
-            raise BundleError(f"{path}: member '{name}' points outside the bundle (path traversal)")
+            raise BundleError(f"{path.name}: member {_quoted(name)} points outside the bundle (path traversal)")
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
-            raise BundleError(f"{path}: member '{name}' is a link; bundles hold plain files only")
+            raise BundleError(f"{path.name}: member {_quoted(name)} is a link; bundles hold plain files only")
         if info.is_dir():
-            raise BundleError(f"{path}: member '{name}' is a folder entry; bundles hold plain files only")
+            raise BundleError(f"{path.name}: member {_quoted(name)} is a folder entry; bundles hold plain files only")
         if name in infos:
-            raise BundleError(f"{path}: member '{name}' appears twice")
+            raise BundleError(f"{path.name}: member {_quoted(name)} appears twice")
         if info.file_size > MAX_MEMBER_BYTES:
-            raise BundleError(f"{path}: member '{name}' is {info.file_size:,} bytes, over the "
+            raise BundleError(f"{path.name}: member {_quoted(name)} is {info.file_size:,} bytes, over the "
                               f"{MAX_MEMBER_BYTES:,}-byte limit")
         total += info.file_size
         if total > MAX_TOTAL_BYTES:
-            raise BundleError(f"{path}: members add up to over {MAX_TOTAL_BYTES:,} bytes")
+            raise BundleError(f"{path.name}: members add up to over {MAX_TOTAL_BYTES:,} bytes")
         infos[name] = info
     return infos
 
@@ -163,50 +174,43 @@ def _read(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     with zf.open(info) as fh:
         data = fh.read(MAX_MEMBER_BYTES + 1)
     if len(data) > MAX_MEMBER_BYTES:
-        raise BundleError(f"member '{info.filename}' unpacks to more than {MAX_MEMBER_BYTES:,} bytes")
+        raise BundleError(f"member {_quoted(info.filename)} unpacks to more than {MAX_MEMBER_BYTES:,} bytes")
     return data
 
 
-def _manifest(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], path: Path) -> dict[str, Any]:
+def _manifest(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], path: Path) -> Manifest:
     if MANIFEST not in infos:
-        raise BundleError(f"{path}: no {MANIFEST}; is this a kata bundle?")
+        raise BundleError(f"{path.name}: no {MANIFEST}; is this a kata bundle?")
     try:
-        manifest = json.loads(_read(zf, infos[MANIFEST]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BundleError(f"{path}: {MANIFEST} is not valid JSON: {exc}") from exc
-    if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
-        raise BundleError(f"{path}: {MANIFEST} field 'format' must be {BUNDLE_FORMAT}")
-    for key, kind in (("homework_id", str), ("homework_sha256", str), ("candidate", str), ("katas", list)):
-        if not isinstance(manifest.get(key), kind):
-            raise BundleError(f"{path}: {MANIFEST} field '{key}' is missing or not a {kind.__name__}")
-    name = manifest["candidate"]
-    if not name.strip() or len(name) > MAX_NAME_CHARS or not name.isprintable():
-        raise BundleError(f"{path}: {MANIFEST} field 'candidate' is not a plain name")
-    for i, entry in enumerate(manifest["katas"]):
-        if not isinstance(entry, dict) or not isinstance(entry.get("slug"), str) \
-                or not isinstance(entry.get("module"), str) or not entry["module"].isidentifier():
-            raise BundleError(f"{path}: {MANIFEST} katas[{i}] needs a slug and a module name")
-        if not entry.get("missing"):
-            if entry.get("file") != f"solutions/{entry['module']}.py" or not isinstance(entry.get("sha256"), str):
-                raise BundleError(f"{path}: {MANIFEST} katas[{i}] has a bad 'file' or 'sha256'")
-    return manifest
+        raw = json.loads(_read(zf, infos[MANIFEST]).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BundleError(f"{path.name}: {MANIFEST} is not valid JSON: {str(exc)[:200]}") from exc
+    try:
+        return parse_manifest(raw)
+    except ManifestError as exc:
+        raise BundleError(f"{path.name}: {MANIFEST} {exc.message}") from exc
 
 
-def _extract(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], manifest: dict[str, Any],
+def _extract(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], manifest: Manifest,
              path: Path, dest: Path) -> dict[str, Path]:
-    expected = {e["file"]: e for e in manifest["katas"] if not e.get("missing")}
+    expected = {e.file: e for e in manifest.katas if not e.missing}
     for name in infos:
         if name != MANIFEST and name not in expected:
-            raise BundleError(f"{path}: unexpected member '{name}' (not in the manifest)")
+            raise BundleError(f"{path.name}: unexpected member {_quoted(name)} (not in the manifest)")
     files: dict[str, Path] = {}
     dest.mkdir(parents=True, exist_ok=True)
     for name, entry in expected.items():
         if name not in infos:
-            raise BundleError(f"{path}: the manifest lists {name}, but the bundle does not hold it")
+            raise BundleError(f"{path.name}: the manifest lists {name}, but the bundle does not hold it")
         data = _read(zf, infos[name])
-        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
-            raise BundleError(f"{path}: {name} does not match its sha256 in the manifest (altered?)")
-        target = dest / f"{entry['module']}.py"  # a name we make, never one from the zip
+        if hashlib.sha256(data).hexdigest() != entry.sha256:
+            raise BundleError(f"{path.name}: {name} does not match its sha256 in the manifest (altered?)")
+        target = dest / f"{entry.module}.py"  # a name we make, never one from the zip
         target.write_bytes(data)
-        files[entry["slug"]] = target
+        files[entry.slug] = target
     return files
+
+
+def _quoted(name: str) -> str:
+    """A member name from the zip, quoted and cut short: it is the stranger's text."""
+    return repr(name[:100] + ("…" if len(name) > 100 else ""))

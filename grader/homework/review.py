@@ -1,169 +1,80 @@
-"""The coach's review: re-grade every solution of every bundle from its source, under
-resource limits, with the hidden suites plus the homework's private suites; never trust
-the bundle's claimed results."""
+"""The coach's review of a cohort: check every bundle, then grade every bundle × kata unit
+(unit.py) in parallel, with the coach's seed, and never trust the bundle's claims.
+
+A bundle that cannot be trusted (malformed zip, a manifest that breaks the schema, another
+homework) becomes one "rejected" result and is not graded; nothing in one bundle can stop
+the review of the others. Each grading is its own judge process with its own contained
+worker, so units run side by side in threads that mostly wait on their processes.
+"""
 
 from __future__ import annotations
 
-import shutil
+import os
 import tempfile
-import time
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from grader.catalog import Catalog
-from grader.engine.limits import ResourceLimits
-from grader.engine.report import Scorecard
 from grader.errors import KataError
-from grader.grading import grade
-from grader.homework.bundle import BundleError, open_bundle
+from grader.homework.bundle import BundleError
 from grader.homework.spec import Homework
-
-# What a re-graded solution may use. CPU time is per child process; the wall-clock limits
-# are the engine's (per test and per run).
-REVIEW_CPU_SECONDS = 300
-REVIEW_MEMORY_BYTES = 8 * 1024**3  # address space: torch alone maps ~2 GiB
-REVIEW_FILE_BYTES = 50 * 1024**2
-REVIEW_TEST_TIMEOUT_S = 30.0
-REVIEW_TOTAL_TIMEOUT_S = 300.0
+from grader.homework.unit import GradingCache, check_bundle, grade_unit, rejected_result
 
 
 @dataclass
-class RosterRow:
-    candidate: str
-    bundle: str
-    kata: str
-    status: str  # "graded" | "missing" | "rejected"
-    score: int | None = None
-    levels_passed: int = 0
-    num_levels: int = 0
-    required_levels: int = 0
-    claimed_score: int | None = None
-    mismatch: bool = False
-    time_used_s: float | None = None
-    time_limit_s: float | None = None
-    hints_used: int = 0
-    reveals: int = 0
-    late: bool = False
-    private_passed: int = 0
-    private_total: int = 0
-    problem: str = ""
-    failures: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+class ReviewRun:
+    seed: int
+    results: list[dict[str, Any]]  # unit results, in bundle order then homework kata order
+    num_gradings: int               # judge runs actually started (shared gradings counted once)
 
 
-def review_limits(home: Path) -> ResourceLimits:
-    return ResourceLimits(cpu_seconds=REVIEW_CPU_SECONDS, memory_bytes=REVIEW_MEMORY_BYTES,
-                          max_file_bytes=REVIEW_FILE_BYTES, scrub_env=True, home=str(home))
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
 
 
-def review(bundles: list[Path], homework: Homework, catalog: Catalog,
-           on_progress: Callable[[str], None] | None = None) -> list[RosterRow]:
-    progress = on_progress or (lambda text: None)
-    rows: list[RosterRow] = []
-    for path in bundles:
-        with tempfile.TemporaryDirectory(prefix="kata-review-") as tmp:
-            rows.extend(_review_bundle(path, Path(tmp), homework, catalog, progress))
-    return rows
+def review(bundles: list[Path], homework: Homework, catalog: Catalog, *, seed: int, jobs: int | None = None,
+           allow_uncontained: bool = False, on_planned: Callable[[int], None] | None = None,
+           on_done: Callable[[dict[str, Any]], None] | None = None) -> ReviewRun:
+    """Grade every kata of every bundle with `seed`. on_planned(number of units) is called
+    once before grading; on_done(unit result) after each unit, from the calling thread."""
+    plan: list[tuple[int, Path, str] | tuple[int, dict[str, Any]]] = []
+    for index, path in enumerate(bundles):
+        problem = _bundle_problem(path, homework, catalog)
+        if problem is not None:
+            plan.append((index, rejected_result(homework, path, "-", seed, problem)))
+        else:
+            plan.extend((index, path, hw_kata.slug) for hw_kata in homework.katas)
+    units = [p for p in plan if len(p) == 3]
+    if on_planned:
+        on_planned(len(units))
+    cache = GradingCache()
+    results: dict[int, dict[str, Any]] = {i: p[1] for i, p in enumerate(plan) if len(p) == 2}
+    with ThreadPoolExecutor(max_workers=max(1, jobs or default_jobs()), thread_name_prefix="kata-unit") as pool:
+        futures = {pool.submit(grade_unit, homework, catalog, p[1], p[2], seed,
+                               allow_uncontained=allow_uncontained, cache=cache): i
+                   for i, p in enumerate(plan) if len(p) == 3}
+        for future in as_completed(futures):
+            index = futures[future]
+            try:
+                result = future.result()
+            except Exception as exc:  # noqa: BLE001 - one unit's bug must not lose the roster
+                _, path, slug = plan[index]
+                result = {**rejected_result(homework, path, slug, seed, ""), "status": "error",
+                          "problem": f"internal error while grading: {type(exc).__name__}: {exc}"}
+            results[index] = result
+            if on_done:
+                on_done(result)
+    return ReviewRun(seed=seed, results=[results[i] for i in range(len(plan))], num_gradings=cache.num_gradings)
 
 
-def _review_bundle(path: Path, tmp: Path, homework: Homework, catalog: Catalog,
-                   progress: Callable[[str], None]) -> list[RosterRow]:
-    try:
-        bundle = open_bundle(path, tmp / "solutions")
-    except BundleError as exc:
-        return [RosterRow(candidate="?", bundle=path.name, kata="-", status="rejected", problem=exc.message)]
-    manifest = bundle.manifest
-    if manifest["homework_id"] != homework.id:
-        return [RosterRow(candidate=bundle.candidate, bundle=path.name, kata="-", status="rejected",
-                          problem=f"this bundle is for homework {manifest['homework_id']}, not {homework.id}")]
-    stale = manifest["homework_sha256"] != homework.sha256
-    entries = {e["slug"]: e for e in manifest["katas"]}
-    rows = []
-    for hw_kata in homework.katas:
-        kata = catalog.get(hw_kata.slug)
-        entry = entries.get(kata.slug)
-        row = RosterRow(candidate=bundle.candidate, bundle=path.name, kata=kata.slug, status="missing",
-                        num_levels=len(kata.levels), required_levels=hw_kata.required_levels,
-                        time_limit_s=hw_kata.minutes * 60.0)
-        if stale:
-            row.problem = "the bundle was made from a different version of the homework file"
-        if entry is None or entry.get("missing") or kata.slug not in bundle.files:
-            row.late = homework.due is not None and homework.is_late(time.time())
-            rows.append(row)
-            continue
-        progress(f"{bundle.candidate}: {kata.slug}")
-        _fill(row, entry, homework)
-        card = _regrade(kata, bundle.files[kata.slug], entry, tmp)
-        row.status = "graded"
-        row.score = card.score
-        row.levels_passed = sum(1 for lv in card.levels if lv.passed)
-        row.mismatch = _claims_differ(entry.get("claimed"), card)
-        row.failures = [_failure(t) for t in card.tests if not t.passed]
-        for suite in homework.suites_for(kata.slug):
-            private = _regrade_private(kata, bundle.files[kata.slug], suite, entry, tmp)
-            row.private_total += len(private.tests)
-            row.private_passed += sum(t.passed for t in private.tests)
-            row.failures += [_failure(t, private=suite.name) for t in private.tests if not t.passed]
-        rows.append(row)
-    return rows
-
-
-def _fill(row: RosterRow, entry: dict[str, Any], homework: Homework) -> None:
-    claimed = entry.get("claimed") or {}
-    row.claimed_score = claimed.get("score")
-    row.time_used_s = _number(entry.get("time_used_s"))
-    row.hints_used = int(_number(entry.get("hints_used")) or 0)
-    row.reveals = int(_number(entry.get("reveals")) or 0)
-    graded_at = _number(entry.get("graded_at"))
-    row.late = homework.is_late(graded_at if graded_at is not None else time.time())
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _seed(entry: dict[str, Any]) -> int:
-    seed = (entry.get("claimed") or {}).get("seed")
-    return seed if isinstance(seed, int) and 0 <= seed < 2**32 else 0
-
-
-def _regrade(kata: Any, solution: Path, entry: dict[str, Any], tmp: Path,
-             suite: Path | None = None) -> Scorecard:
-    """Grade under the review limits, in a fresh working folder, with the claimed seed: the
-    same file and seed give the same scorecard, so any difference from the claim is a
-    tampered claim, not luck. `suite` is a private suite (default: the hidden one)."""
-    workdir = _fresh_dir(tmp / "work")
-    return grade(kata, solution, seed=_seed(entry), suite=suite, limits=review_limits(workdir),
-                 test_timeout_s=REVIEW_TEST_TIMEOUT_S, total_timeout_s=REVIEW_TOTAL_TIMEOUT_S,
-                 workdir=workdir)
-
-
-def _regrade_private(kata: Any, solution: Path, suite: Any, entry: dict[str, Any], tmp: Path) -> Scorecard:
-    suite_path = _fresh_dir(tmp / "private") / (Path(suite.name).stem.replace("-", "_") + ".py")
-    suite_path.write_text(suite.source, encoding="utf-8")
-    try:
-        return _regrade(kata, solution, entry, tmp, suite=suite_path)
-    except KataError as exc:
-        raise KataError(f"the private suite {suite.name} is broken: {exc.message}", exc.hint) from exc
-
-
-def _fresh_dir(path: Path) -> Path:
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(parents=True)
-    return path
-
-
-def _claims_differ(claimed: dict[str, Any] | None, card: Scorecard) -> bool:
-    if not claimed:
-        return False
-    claimed_levels = {lv.get("level"): lv.get("passed") for lv in claimed.get("levels", []) if isinstance(lv, dict)}
-    actual_levels = {lv.level: lv.passed for lv in card.levels}
-    return claimed.get("score") != card.score or claimed.get("passed") != card.passed or claimed_levels != actual_levels
-
-
-def _failure(test: Any, private: str | None = None) -> dict[str, Any]:
-    return {"test": test.name, "level": test.level, "description": test.description,
-            "message": test.message, "details": test.details, "private_suite": private}
+def _bundle_problem(path: Path, homework: Homework, catalog: Catalog) -> str | None:
+    with tempfile.TemporaryDirectory(prefix="kata-check-") as tmp:
+        try:
+            check_bundle(path, homework, catalog, Path(tmp) / "solutions")
+        except BundleError as exc:
+            return exc.message
+        except KataError as exc:  # e.g. a kata the coach's catalog does not know
+            return exc.message
+    return None

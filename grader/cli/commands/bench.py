@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from grader.cli import output
@@ -47,7 +48,7 @@ def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeat
                       _throughput(r), _num(r.get("ratio_to_reference"), "x"), str(r.get("note", "") or ""))
     output.console.print(table)
     if not path.is_file():
-        output.console.print(f"[dim]no solution at {path}; `kata start {kata.slug}` or --file to time yours[/]")
+        output.console.print(f"[dim]no solution at {escape(str(path))}; `kata start {kata.slug}` or --file to time yours[/]")
 
 
 def _num(value: object, suffix: str = "") -> str:

@@ -30,7 +30,7 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt =
     if as_json:
         output.print_json(card)
     else:
-        output.console.print(f"visible examples of {kata.slug} on [bold]{path}[/]:")
+        output.console.print(f"visible examples of {kata.slug} on [bold]{escape(str(path))}[/]:")
         if card.get("import_error"):
             output.console.print(f"[red]✗[/] {escape(card['import_error'])}")
         else:

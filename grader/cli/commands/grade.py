@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 
 from grader.cli import output
 from grader.cli.common import JsonOpt, OptionalSlugArg, catalog, kata_for, kata_for_file
@@ -42,7 +43,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                      "time_limit_s": session.minutes * 60.0,
                      "hints_used": store.hints_shown(kata.slug, session.id)}
         if not as_json:
-            output.console.print(f"grading [bold]{path}[/] against {kata.slug}'s hidden suite (seed {seed})")
+            output.console.print(f"grading [bold]{escape(str(path))}[/] against {kata.slug}'s hidden suite (seed {seed})")
         with output.GradingProgress(f"{kata.slug}: hidden tests", enabled=not as_json) as progress:
             card = grade_file(kata, path, seed=seed, on_event=progress.on_event, **extra)
         data = card.to_dict()
@@ -53,7 +54,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
         output.render_scorecard(data)
         if session is not None:
             output.console.print("session finished and recorded; `kata history` shows your attempts")
-        output.console.print(f"replay this run: kata grade {kata.slug} --file {path} --seed {seed}")
+        output.console.print(f"replay this run: kata grade {kata.slug} --file {escape(str(path))} --seed {seed}")
     raise typer.Exit(output.EXIT_OK if card.passed else output.EXIT_FAILED)
 
 

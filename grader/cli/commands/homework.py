@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -10,18 +11,27 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
+from grader.catalog import Catalog, Kata
 from grader.cli import output
 from grader.cli.commands.start import begin
 from grader.cli.common import JsonOpt, catalog
 from grader.errors import KataError
+from grader.grading import new_seed
 from grader.homework.bundle import build_bundle
 from grader.homework.html import render_html
+from grader.homework.review import default_jobs
 from grader.homework.review import review as run_review
-from grader.homework.spec import Homework, load_homework, new_homework, write_homework
-from grader.store import Store
+from grader.homework.roster import build_rows
+from grader.homework.spec import Homework, PrivateSuite, load_homework, new_homework, write_homework
+from grader.homework.terminal import render_roster
+from grader.homework.unit import grade_reference, grade_unit, read_unit_results, why_uncontained
+from grader.store import Session, Store
 
-homework_app = typer.Typer(help="Coach homework: new, start, status, submit, review.", no_args_is_help=True)
+homework_app = typer.Typer(
+    help="Coach homework: new, start, status, submit, review (grade-one and assemble for a cluster).",
+    no_args_is_help=True)
 
 HomeworkArg = Annotated[Path, typer.Argument(help="The homework file (.toml) from your coach.", show_default=False)]
 
@@ -34,18 +44,52 @@ def new(
     title: Annotated[Optional[str], typer.Option("--title", help="Title shown to the candidate.")] = None,
     suites: Annotated[Optional[list[str]], typer.Option(
         "--suite", help="A private suite: PATH or SLUG=PATH (repeat). Embedded; never shown to the candidate.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask to confirm a due date in the past.")] = False,
 ) -> None:
-    """Write a homework file (validated) for the katas given."""
+    """Write a homework file (validated; each private suite must pass on the reference)."""
     due_date = _parse_date(due) if due else None
-    hw = new_homework(catalog(), katas, minutes=minutes, due=due_date, title=title, suites=suites or [])
+    if due_date is not None and due_date < dt.date.today() and not yes:
+        _confirm(f"the due date {due_date} is in the past, so every submission will show as late. Write it anyway?")
+    cat = catalog()
+    hw = new_homework(cat, katas, minutes=minutes, due=due_date, title=title, suites=suites or [])
+    for suite in hw.private_suites:
+        _check_suite(cat.get(suite.kata), suite)
     coach, candidate = write_homework(hw, out)
-    load_homework(coach, catalog())  # validated on write: what we wrote must read back
-    output.console.print(f"wrote [bold]{coach}[/] ({hw.id}: {', '.join(k.slug for k in hw.katas)})")
+    load_homework(coach, cat)  # validated on write: what we wrote must read back
+    output.console.print(f"wrote [bold]{escape(str(coach))}[/] ({hw.id}: {', '.join(k.slug for k in hw.katas)})")
     if candidate:
-        output.console.print(f"send the candidate [bold]{candidate}[/]; it holds everything but your "
-                             f"{len(hw.private_suites)} private suite(s). Keep {coach.name} for `kata homework review`.")
+        output.console.print(f"send the candidate [bold]{escape(str(candidate))}[/]; it holds everything but your "
+                             f"{len(hw.private_suites)} private suite(s). Keep {escape(coach.name)} for "
+                             "`kata homework review`.")
     else:
-        output.console.print(f"send it to the candidate: `kata homework start {coach}`")
+        output.console.print(f"send it to the candidate: `kata homework start {escape(str(coach))}`")
+
+
+def _confirm(question: str) -> None:
+    try:
+        ok = typer.confirm(question, default=False)
+    except typer.Abort:
+        ok = False
+    if not ok:
+        raise KataError("nothing written: the due date is in the past",
+                        hint="pass a later --due, or --yes to write it anyway")
+
+
+def _check_suite(kata: Kata, suite: PrivateSuite) -> None:
+    """Refuse a private suite that the kata's own reference fails (or that cannot run)."""
+    seed = new_seed()
+    output.console.print(f"checking private suite {escape(suite.name)} against the {kata.slug} reference (seed {seed})")
+    try:
+        card = grade_reference(kata, suite, seed)
+    except KataError as exc:
+        raise KataError(f"private suite {suite.name} cannot run: {exc.message}",
+                        hint="fix the suite; see 'Private suites' in the README") from exc
+    failed = [t for t in card.tests if not t.passed]
+    if not card.tests or failed:
+        first = f": {failed[0].name}: {failed[0].message}" if failed else ": it collected no tests"
+        raise KataError(f"the {kata.slug} reference fails {len(failed)} of {len(card.tests)} test(s) of "
+                        f"private suite {suite.name} (seed {seed}){first[:500]}",
+                        hint="a suite the reference fails would fail every honest candidate; fix the suite")
 
 
 def start(homework_file: HomeworkArg,
@@ -56,24 +100,42 @@ def start(homework_file: HomeworkArg,
     hw = load_homework(homework_file, cat)
     with Store() as store:
         store.record_homework(hw.id, homework_file.resolve(), hw.sha256, hw.title)
-        started = {s.kata for s in store.sessions_for_homework(hw.id)}
+        sessions = store.sessions_for_homework(hw.id)
+        open_now = [s for s in sessions if s.status == "active"]
+        if slug is None and open_now:
+            _say_open(homework_file, open_now[-1])
+            return
         if slug is None:
+            started = {s.kata for s in sessions}
             nxt = next((k for k in hw.katas if k.slug not in started), None)
             if nxt is None:
                 output.console.print("every kata of this homework is started; "
-                                     f"`kata homework submit {homework_file} --name ...` when you are done")
+                                     f"`kata homework submit {escape(str(homework_file))} --name ...` when you are done")
                 return
         else:
             nxt = hw.kata(cat.get(slug).slug)
             if nxt is None:
                 raise KataError(f"'{slug}' is not part of this homework",
                                 hint="its katas: " + ", ".join(k.slug for k in hw.katas))
+            mine = [s for s in open_now if s.kata == nxt.slug]
+            if mine and not force:
+                _say_open(homework_file, mine[-1])
+                return
         kata = cat.get(nxt.slug)
         session = begin(kata, store, nxt.minutes, force=force, homework=hw.id)
     output.console.print(f"[bold green]started[/] {kata.title} for {escape(hw.title)}: edit "
-                         f"[bold]{session.solution_path}[/], {nxt.minutes} min (deadline "
+                         f"[bold]{escape(str(session.solution_path))}[/], {nxt.minutes} min (deadline "
                          f"{output.fmt_when(session.deadline)}). `kata show {kata.slug}` for the statement, "
                          "`kata grade` to finish.")
+
+
+def _say_open(homework_file: Path, session: Session) -> None:
+    left = session.remaining_s
+    when = f"{output.fmt_duration(left)} left" if left >= 0 else f"{output.fmt_duration(-left)} over time"
+    output.console.print(
+        f"{session.kata} is already open ({when}); keep editing [bold]{escape(str(session.solution_path))}[/]. "
+        f"`kata grade {session.kata}` finishes it; then `kata homework start {escape(str(homework_file))}` "
+        "opens the next kata.")
 
 
 def status(homework_file: Annotated[Optional[Path], typer.Argument(
@@ -135,53 +197,144 @@ def submit(homework_file: HomeworkArg,
     with Store() as store:
         manifest = build_bundle(hw, store, cat, candidate=name, out=out, allow_missing=allow_missing)
     done = [e["slug"] for e in manifest["katas"] if not e.get("missing")]
-    output.console.print(f"wrote [bold]{out}[/] for {escape(name)}: {', '.join(done) or 'no katas'}; "
+    output.console.print(f"wrote [bold]{escape(str(out))}[/] for {escape(name)}: {', '.join(done) or 'no katas'}; "
                          "send it to your coach")
 
 
-def review(bundles: Annotated[list[Path], typer.Argument(help="Bundles (.kata.zip) to re-grade.", show_default=False)],
+SeedOpt = Annotated[Optional[int], typer.Option(
+    "--seed", min=0, max=2**32 - 1, help="Your seed for the re-grading (default: a new random one, printed and recorded).")]
+AllowUncontainedOpt = Annotated[bool, typer.Option(
+    "--allow-uncontained", help="Grade even where the candidates' code cannot be sandboxed (no bubblewrap).")]
+HtmlOpt = Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report.")]
+
+
+def review(bundles: Annotated[list[Path], typer.Argument(
+               help="Bundles (.kata.zip) to re-grade, or folders of them.", show_default=False)],
            homework_file: Annotated[Path, typer.Option("--homework", help="Your homework file (with private suites).")],
-           html_out: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML report.")] = None,
-           as_json: JsonOpt = False) -> None:
-    """Re-grade every bundle from source (hidden + private suites) and show the roster."""
+           html_out: HtmlOpt = None, seed: SeedOpt = None,
+           jobs: Annotated[Optional[int], typer.Option(
+               "--jobs", "-j", min=1, max=256, help="Units graded at once (default: this machine's cores).")] = None,
+           allow_uncontained: AllowUncontainedOpt = False, as_json: JsonOpt = False) -> None:
+    """Re-grade every bundle from source with your seed (hidden + private suites) and show the roster."""
     cat = catalog()
     hw = load_homework(homework_file, cat)
-    with output.GradingProgress("re-grading", enabled=not as_json) as progress:
-        rows = run_review(bundles, hw, cat, on_progress=lambda text: progress.on_event("note", {"text": text}))
+    _refuse_uncontained(allow_uncontained)
+    bundles = _expand(bundles)
+    seed = new_seed() if seed is None else seed
+    jobs = jobs or default_jobs()
+    if not as_json:
+        output.console.print(f"re-grading {len(bundles)} bundle(s) with your seed {seed}, {jobs} at a time "
+                             f"(replay: --seed {seed})")
+    with _UnitProgress(enabled=not as_json) as progress:
+        run = run_review(bundles, hw, cat, seed=seed, jobs=jobs, allow_uncontained=allow_uncontained,
+                         on_planned=progress.planned, on_done=progress.done)
+    _report(hw, cat, run.results, seed, html_out, as_json, extra={"num_gradings": run.num_gradings})
+
+
+def grade_one(homework_file: Annotated[Path, typer.Option("--homework", help="Your homework file (with private suites).")],
+              bundle: Annotated[Path, typer.Option("--bundle", help="One bundle (.kata.zip).")],
+              slug: Annotated[str, typer.Option("--kata", help="One kata of the homework.")],
+              seed: Annotated[int, typer.Option("--seed", min=0, max=2**32 - 1, help="Your seed (the same for the whole cohort).")],
+              out: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write the JSON result here (default: stdout).")] = None,
+              allow_uncontained: AllowUncontainedOpt = False, as_json: JsonOpt = False) -> None:
+    """Grade one bundle x one kata x one seed into a JSON result (a job of a cluster array);
+    `kata homework assemble` turns the results into the roster."""
+    cat = catalog()
+    hw = load_homework(homework_file, cat)
+    _refuse_uncontained(allow_uncontained)
+    result = grade_unit(hw, cat, bundle, slug, seed, allow_uncontained=allow_uncontained)
+    if out is not None:
+        tmp = out.with_name(out.name + ".tmp")
+        tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
+        tmp.replace(out)  # a job killed midway leaves no half-written result behind
+    if as_json and out is None:
+        output.print_json(result)
+    elif not as_json:
+        score = result.get("regraded", {}).get("score", result["status"])
+        output.console.print(Text(f"{bundle.name} {result['kata']} seed {seed}: {score}"
+                                  + (f" -> {out}" if out else "")))
+
+
+def assemble(results: Annotated[list[Path], typer.Argument(
+                 help="Unit results (.json) from grade-one, or folders of them.", show_default=False)],
+             homework_file: Annotated[Path, typer.Option("--homework", help="Your homework file.")],
+             html_out: HtmlOpt = None, as_json: JsonOpt = False) -> None:
+    """Build the roster (terminal, --json, --html) from grade-one results."""
+    cat = catalog()
+    hw = load_homework(homework_file, cat)
+    units = read_unit_results(results, hw)
+    seeds = sorted({u.get("seed") for u in units if isinstance(u.get("seed"), int)})
+    _report(hw, cat, units, seeds[0] if len(seeds) == 1 else None, html_out, as_json,
+            extra={"seeds": seeds})
+
+
+def _expand(paths: list[Path]) -> list[Path]:
+    """Folders stand for the bundles in them (*.zip, in name order)."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(path.glob("*.zip"))
+            if not found:
+                raise KataError(f"{path} holds no bundles (*.kata.zip)")
+            out.extend(found)
+        else:
+            out.append(path)
+    return out
+
+
+def _refuse_uncontained(allowed: bool) -> None:
+    why = why_uncontained()
+    if why and not allowed:
+        raise KataError(f"the candidates' code would run uncontained here: {why}",
+                        hint="install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap), or pass "
+                             "--allow-uncontained to grade with limits only (see the README)")
+    if why:
+        output.err_console.print(f"[yellow]warning:[/] grading uncontained ({escape(why)})")
+
+
+def _report(hw: Homework, cat: Catalog, results: list[dict], seed: int | None, html_out: Optional[Path],
+            as_json: bool, extra: dict) -> None:
+    rows = build_rows(hw, cat, results)
     if html_out:
-        html_out.write_text(render_html(hw, rows), encoding="utf-8")
+        html_out.write_text(render_html(hw, rows, seed), encoding="utf-8")
     if as_json:
-        output.print_json({"homework": hw.id, "rows": [r.to_dict() for r in rows]})
+        output.print_json({"homework": hw.id, "seed": seed, **extra, "rows": [r.to_dict() for r in rows]})
     else:
-        _render_roster(hw, rows)
+        render_roster(output.console, hw, rows, seed)
         if html_out:
-            output.console.print(f"wrote [bold]{html_out}[/]")
-    bad = any(r.status != "graded" or r.mismatch or r.score != 100 for r in rows)
-    raise typer.Exit(output.EXIT_FAILED if bad else output.EXIT_OK)
+            output.console.print(f"wrote [bold]{escape(str(html_out))}[/]")
+    raise typer.Exit(output.EXIT_FAILED if any(r.needs_attention for r in rows) else output.EXIT_OK)
 
 
-def _render_roster(hw: Homework, rows: list) -> None:
-    table = Table(title=f"{hw.title}: roster")
-    for col in ("candidate", "kata", "score", "levels", "private", "claimed", "time used", "hints", "reveals", "late", "notes"):
-        table.add_column(col)
-    for r in rows:
-        score = str(r.score) if r.status == "graded" else f"[red]{r.status}[/]"
-        claimed = "-" if r.claimed_score is None else str(r.claimed_score)
-        if r.mismatch:
-            claimed = f"[bold red]{claimed} MISMATCH[/]"
-        used = f"{output.fmt_duration(r.time_used_s)}/{output.fmt_duration(r.time_limit_s)}"
-        table.add_row(escape(r.candidate), r.kata, score,
-                      f"{r.levels_passed}/{r.num_levels}" if r.status == "graded" else "-",
-                      f"{r.private_passed}/{r.private_total}" if r.private_total else "-", claimed, used,
-                      str(r.hints_used), str(r.reveals), "[red]late[/]" if r.late else "", escape(r.problem))
-    output.console.print(table)
-    for r in rows:
-        for f in r.failures[:5]:
-            src = f" (private {f['private_suite']})" if f.get("private_suite") else ""
-            output.console.print(f"[red]✗[/] {escape(r.candidate)} {r.kata} L{f['level']}{src}: "
-                                 f"{escape(f['description'])}: {escape(f['message'])}")
-        if len(r.failures) > 5:
-            output.console.print(f"  ... {len(r.failures) - 5} more for {escape(r.candidate)} {r.kata} (--html or --json)")
+class _UnitProgress:
+    """A progress bar over the units of a review (only on a terminal)."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.enabled = enabled and output.console.is_terminal
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=output.console, transient=True)
+        self.task = None
+
+    def __enter__(self) -> "_UnitProgress":
+        if self.enabled:
+            self.progress.start()
+            self.task = self.progress.add_task("grading", total=None)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.progress.stop()
+
+    def planned(self, num_units: int) -> None:
+        if self.enabled:
+            self.progress.update(self.task, total=num_units)
+
+    def done(self, result: dict) -> None:
+        if self.enabled:
+            self.progress.update(self.task, advance=1,
+                                 description=escape(f"{result.get('candidate') or '?'}: {result.get('kata')}"[:40]))
 
 
 def _parse_date(text: str) -> dt.date:
@@ -192,6 +345,7 @@ def _parse_date(text: str) -> dt.date:
 
 
 def register(app: typer.Typer) -> None:
-    for name, fn in (("new", new), ("start", start), ("status", status), ("submit", submit), ("review", review)):
+    for name, fn in (("new", new), ("start", start), ("status", status), ("submit", submit), ("review", review),
+                     ("grade-one", grade_one), ("assemble", assemble)):
         homework_app.command(name)(output.handle_errors(fn))
     app.add_typer(homework_app, name="homework")

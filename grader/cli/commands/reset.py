@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 
 from grader.cli import output
 from grader.cli.common import SlugArg, catalog
@@ -15,11 +16,11 @@ def reset(slug: SlugArg) -> None:
     path = solution_path(kata)
     if differs_from_stub(kata, path):
         saved = backup(path)
-        output.console.print(f"backed up your file to [bold]{saved}[/]")
+        output.console.print(f"backed up your file to [bold]{escape(str(saved))}[/]")
     elif path.exists():
-        output.console.print(f"{path} already holds the stub; nothing to back up")
+        output.console.print(f"{escape(str(path))} already holds the stub; nothing to back up")
     write_stub(kata, path)
-    output.console.print(f"restored the stub in [bold]{path}[/]")
+    output.console.print(f"restored the stub in [bold]{escape(str(path))}[/]")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markdown import Markdown
+from rich.markup import escape
 
 from grader.catalog import Kata
 from grader.cli import output
@@ -34,7 +35,7 @@ def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
     if not quiet:
         output.console.print(Markdown(kata.statement_path.read_text(encoding="utf-8")))
     output.console.print(
-        f"\n[bold green]started[/] {kata.title} ({kata.slug}): edit [bold]{session.solution_path}[/]\n"
+        f"\n[bold green]started[/] {kata.title} ({kata.slug}): edit [bold]{escape(session.solution_path)}[/]\n"
         f"deadline {output.fmt_when(session.deadline)} ({session.minutes} min)\n"
         f"run the visible examples: [bold]kata check[/]   a hint: [bold]kata hint[/]   "
         f"grade and finish: [bold]kata grade[/]\n"
@@ -53,7 +54,7 @@ def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
                 hint=f"`kata grade {kata.slug}` grades it; `kata start {kata.slug} --force` "
                      "backs it up and starts fresh")
         saved = backup(path)
-        output.console.print(f"backed up your previous file to [bold]{saved}[/]")
+        output.console.print(f"backed up your previous file to [bold]{escape(str(saved))}[/]")
     if not path.exists() or differs_from_stub(kata, path):
         write_stub(kata, path)
     write_support(kata, path.parent)
@@ -66,7 +67,7 @@ def _say_already_active(session: Session) -> None:
             else f"[red]{output.fmt_duration(-left)} over time[/]")
     output.console.print(
         f"{session.kata} already has an active session (started {output.fmt_when(session.started_at)}, "
-        f"{when}); keep editing [bold]{session.solution_path}[/]\n"
+        f"{when}); keep editing [bold]{escape(session.solution_path)}[/]\n"
         f"`kata grade {session.kata}` finishes it; `kata start {session.kata} --force` starts over "
         "(your file is backed up first)")
 

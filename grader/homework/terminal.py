@@ -1,0 +1,116 @@
+"""The review in the terminal: a roster that reads at 80 columns, then one summary line per
+candidate and their first failures.
+
+Everything that came from a bundle (names, file names, messages the solution raised) is put
+on screen as ``rich.text.Text``, never parsed as markup: a name like
+``[green]100 (verified)[/]`` prints as those characters and cannot paint a cell or hide a
+MISMATCH.
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+from rich import box
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from grader.homework.roster import RosterRow, candidate_summary
+from grader.homework.spec import Homework
+
+MAX_FAILURES_SHOWN = 3
+MAX_LINE_CHARS = 160
+
+
+def render_roster(console: Console, homework: Homework, rows: list[RosterRow], seed: int | None) -> None:
+    console.print(Text.assemble((homework.title, "bold"), f"  ({homework.id}; your seed {seed})"))
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
+    table.add_column("candidate", overflow="fold", max_width=18)
+    table.add_column("kata", overflow="fold", max_width=10)
+    table.add_column("score", no_wrap=True)
+    table.add_column("signal", no_wrap=True)
+    table.add_column("claim", no_wrap=True)
+    table.add_column("flags", no_wrap=True)
+    for row in rows:
+        who = row.candidate if row.status != "rejected" else row.bundle
+        table.add_row(Text(who), Text(row.kata), _score(row), Text(_short_signal(row.signal)),
+                      _claim(row), _flags(row))
+    console.print(table)
+    console.print(Text("score: your re-grading, levels passed (p: private tests). claim: the "
+                       "candidate's own score, replayed with their seed when it differs from yours. "
+                       "flags: COPY of the reference, SAME source as another candidate, UNCONTAINED.",
+                       style="dim"))
+    for candidate, group in groupby(rows, key=lambda r: (r.candidate, r.bundle)):
+        mine = list(group)
+        who = candidate[0] if mine[0].status != "rejected" else "bundle"
+        console.print(Text.assemble("\n", (who, "bold"), f" ({candidate[1]}): ", candidate_summary(mine)))
+        reported = [_self_reported(r) for r in mine if r.status != "rejected"]
+        if reported:
+            console.print(Text("  self-reported: " + "; ".join(reported), style="dim"))
+        for row in mine:
+            _failures(console, row)
+
+
+def _score(row: RosterRow) -> Text:
+    if row.status != "graded":
+        return Text(row.status, style="bold red")
+    text = Text(f"{row.score:>3}", style="bold green" if row.score == 100 else "bold red")
+    text.append(f" {row.levels_passed}/{row.num_levels}")
+    if row.private_total:
+        text.append(f"\np {row.private_passed}/{row.private_total}",
+                    style=None if row.private_passed == row.private_total else "red")
+    return text
+
+
+def _short_signal(signal: str) -> str:
+    return signal.split(" (")[0] + (" (overtime)" if "overtime" in signal else "")
+
+
+def _claim(row: RosterRow) -> Text:
+    if row.mismatch:
+        return Text("MISMATCH", style="bold red reverse")
+    if row.claimed_score is None:
+        return Text("-")
+    if row.claim_note.startswith("claimed") and "reproduces" in row.claim_note:
+        return Text(f"{row.claimed_score} seed≠", style="yellow")
+    return Text(f"{row.claimed_score} ok")
+
+
+def _self_reported(row: RosterRow) -> str:
+    used = "-" if row.time_used_s is None else f"{row.time_used_s / 60:.0f}"
+    limit = "-" if row.time_limit_s is None else f"{row.time_limit_s / 60:.0f}"
+    text = f"{row.kata} {used} of {limit} min, {row.hints_used} hints, {row.reveals} reveals"
+    if row.reveals_before_start:
+        text += f" ({row.reveals_before_start} before the session)"
+    return text + (", late" if row.late else "")
+
+
+def _flags(row: RosterRow) -> Text:
+    text = Text()
+    for flag, on in (("COPY", row.copy_of_reference), ("SAME", bool(row.identical_to)),
+                     ("UNCONTAINED", row.contained is False)):
+        if on:
+            text.append((" " if text else "") + flag, style="bold magenta")
+    return text
+
+
+def _failures(console: Console, row: RosterRow) -> None:
+    if row.problem and row.kata != "-":
+        console.print(Text.assemble(("  ! ", "red"), f"{row.kata}: {row.problem}"))
+    if row.mismatch or "reproduces" in row.claim_note:
+        console.print(Text.assemble(("  ! ", "red" if row.mismatch else "yellow"), f"{row.kata}: {row.claim_note}"))
+    for failure in row.failures[:MAX_FAILURES_SHOWN]:
+        where = f" (private {failure['private_suite']})" if failure.get("private_suite") else ""
+        console.print(Text.assemble(("  ✗ ", "red"), f"{row.kata} L{failure['level']}{where}: {failure['description']}"))
+        console.print(Padding(Text(_first_line(failure["message"])), (0, 0, 0, 4)))
+    more = row.num_failures - min(len(row.failures), MAX_FAILURES_SHOWN)
+    if more > 0:
+        console.print(Text(f"    … {more} more failing for {row.kata} (see --html or --json)", style="dim"))
+
+
+def _first_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    first = lines[0] if lines else ""
+    return first[:MAX_LINE_CHARS] + (" …" if len(lines) > 1 or len(first) > MAX_LINE_CHARS else "")
