@@ -175,9 +175,12 @@ def test_efficiency_is_measured_where_the_candidates_code_runs():
 
 def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objects():
     """`layer.weight.copy_(w)` and `box.items.append(x)` leave no reference in the judge:
-    the change still crosses before the shared object is released."""
+    the change still crosses before the shared object is released. Writes through `.data`
+    (PEFT's merge) move no version counter and still cross, both ways."""
     outcome = run_suite(FIXTURES / "shared_suite.py", FIXTURES / "shared_objects.py", "toy", 1,
                         test_timeout_s=60.0)
     assert {t.name: (t.passed, t.message) for t in outcome.tests} == {
         "test_parameter_written_through_a_temporary": (True, ""),
-        "test_list_appended_through_a_temporary": (True, "")}
+        "test_list_appended_through_a_temporary": (True, ""),
+        "test_candidate_writes_through_data": (True, ""),
+        "test_judge_writes_through_data": (True, "")}

@@ -184,7 +184,35 @@ def tensor_fingerprint(t: Any) -> tuple:
         version = -1
     g = t.grad if t.is_leaf else None
     grad = (id(g), g._version) if g is not None else None
-    return (version, t.data_ptr(), tuple(t.shape), t.dtype, t.requires_grad, grad)
+    return (version, t.data_ptr(), tuple(t.shape), t.dtype, t.requires_grad, grad,
+            content_digest(t))
+
+
+CONTENT_DIGEST_MAX_BYTES = 1 << 20
+
+
+def content_digest(t: Any) -> int | None:
+    """A digest of a parameter's bytes. A write through `.data` (`w.data += d`, as PEFT's
+    merge does) moves no version counter the other side could see, so a parameter's content
+    itself is compared. Only parameters (where `.data` is the idiom), and only up to 1 MiB,
+    are digested: every shared object is fingerprinted at every round trip."""
+    try:
+        if type(t) is not _torch().nn.Parameter or t.layout is not _torch().strided or t.device.type == "meta" or t.is_quantized:
+            return None
+        if t.numel() * t.element_size() > CONTENT_DIGEST_MAX_BYTES:
+            return None
+        data = t.detach()
+        if data.device.type != "cpu":
+            data = data.cpu()
+        if data.dim() == 0:
+            data = data.reshape(1)
+        return hash(data.contiguous().view(_torch().uint8).numpy().tobytes())
+    except Exception:  # an exotic tensor: the version counter is all there is
+        return None
+
+
+def _torch() -> Any:
+    return sys.modules["torch"]
 
 
 def same_fingerprint(a: Any, b: Any) -> bool:

@@ -22,3 +22,22 @@ def test_list_appended_through_a_temporary(solution):
     box.items.append(5)
     box.items.append(7)
     expect(box.total() == 12, "both appended items are counted", expected=12, got=box.total())
+
+
+@kata_test(level=1, category="correctness", description="the candidate writes through .data")
+def test_candidate_writes_through_data(solution):
+    base = torch.nn.Linear(2, 1, bias=False)
+    with torch.no_grad():
+        base.weight.copy_(torch.tensor([[1.0, 2.0]]))
+    solution.double_weight(base)
+    expect(torch.equal(base.weight.detach(), torch.tensor([[2.0, 4.0]])),
+           "the judge sees the doubled weight", expected=[[2.0, 4.0]], got=base.weight)
+
+
+@kata_test(level=1, category="correctness", description="the judge writes through .data")
+def test_judge_writes_through_data(solution):
+    layer = solution.Scale(2)
+    layer.weight.data.copy_(torch.tensor([5.0, 6.0]))
+    got = layer(torch.ones(2))
+    expect(torch.equal(got.detach(), torch.tensor([5.0, 6.0])), "the worker sees the new weight",
+           expected=[5.0, 6.0], got=got)
