@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 
 from grader.catalog import load_catalog
 from grader.grading import check
+from grader.statement import StatementError, load_statement, parse_statement, render
 from tests.kata_testing import (REPO_ROOT, SEED, corpus_manifest, failed_tests, grade_file,
                                 manifest_path)
 
@@ -90,6 +92,86 @@ def test_statement_covers_every_level(kata):
     statement = kata.statement_path.read_text()
     for level in kata.levels:
         assert level.name.lower() in statement.lower(), f"the statement never names level {level.level}: {level.name}"
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=IDS)
+def test_statement_follows_the_skeleton(kata):
+    """README.md: # title, ## The interview, ## Level N — name (~M min) per level (names and
+    minutes as in kata.toml), ## Worked example, ## Constraints, ## Follow-up questions."""
+    try:
+        statement = load_statement(kata)
+    except StatementError as exc:
+        pytest.fail(f"{exc.message}\n{exc.hint or ''}")
+    assert [(lv.number, lv.name, lv.minutes) for lv in statement.levels] == [
+        (lv.level, lv.name, lv.minutes) for lv in kata.levels]
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.replace("`", "").split())
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=IDS)
+def test_followups_have_answer_points_and_the_statement_lists_them(kata):
+    assert len(kata.followups) >= 6, f"kata.toml has {len(kata.followups)} follow-ups; write at least 6"
+    for followup in kata.followups:
+        assert 2 <= len(followup.points) <= 5 and all(p.strip() for p in followup.points), (
+            f"kata.toml: the follow-up {followup.question!r} needs 2-5 points an interviewer listens for")
+    listed = [_plain(q) for q in load_statement(kata).followups]
+    assert listed == [_plain(f.question) for f in kata.followups], (
+        "README.md's ## Follow-up questions must list kata.toml's questions, in order")
+
+
+_CODE_BLOCK = re.compile(r"^ {0,3}```[^\n]*\n(.*?)^ {0,3}```", re.S | re.M)
+_DEF = re.compile(r"\b(?:def|class)\s+(\w+)\s*(\()?")
+
+
+def _declared_api(markdown: str, with_every_parameter: bool = False) -> set[str]:
+    """Names a section's code blocks declare: functions, classes, methods, and parameters
+    with a default (the ones a later level adds to an earlier signature), or every parameter."""
+    param = r"(\w+)\s*[:=,]" if with_every_parameter else r"(\w+)\s*(?::[^,=()]*(?:\[[^\]]*\])?[^,=()]*)?="
+    names: set[str] = set()
+    for block in _CODE_BLOCK.findall(markdown):
+        for match in _DEF.finditer(block):
+            names.add(match.group(1))
+            if match.group(2):
+                signature = _balanced(block, match.end() - 1)
+                names |= set(re.findall(param, signature + ","))
+    return {n for n in names if not n.startswith("__")}
+
+
+def _balanced(text: str, open_at: int) -> str:
+    depth = 0
+    for i in range(open_at, len(text)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[open_at + 1:i]
+    return text[open_at + 1:]
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=IDS)
+def test_a_mock_statement_never_shows_a_later_level(kata):
+    """render(kata, k) holds levels 1..k only: no later level's heading or name, and none of
+    the functions, classes or defaulted parameters a later level's API introduces."""
+    statement = load_statement(kata)
+    full = render(kata)
+    assert parse_statement(full, statement.where) == statement, "render(kata) must round-trip"
+    introduced, seen = {}, set()
+    for level in statement.levels:
+        introduced[level.number] = _declared_api(level.body) - seen
+        seen |= _declared_api(level.body, with_every_parameter=True)
+    for shown in range(1, len(statement.levels)):  # a mock always shows level 1
+        text = render(kata, shown)
+        body = text.split("\n", 1)[1]  # the title names the whole kata, as `kata list` does
+        for level in statement.levels:
+            if level.number <= shown:
+                assert level.heading in text and level.body in text
+                continue
+            assert f"## Level {level.number}" not in text
+            assert level.name.lower() not in body.lower(), (
+                f"render({kata.slug!r}, {shown}) names level {level.number} ({level.name!r})")
+            leaked = sorted(n for n in introduced[level.number] if re.search(rf"(?<![.\w]){n}\b", body))
+            assert not leaked, (f"render({kata.slug!r}, {shown}) mentions {leaked}, which level "
+                                f"{level.number} introduces")
 
 
 @pytest.mark.parametrize("kata", KATAS, ids=IDS)
