@@ -8,7 +8,7 @@ import typer
 
 from grader.cli import output
 from grader.cli.commands import (bench, check, grade, hint, history, homework, init_cmd, list_cmd,
-                                 notebook, reset, reveal, show, start, status)
+                                 notebook, repro, reset, reveal, show, start, status)
 
 app = typer.Typer(
     name="kata",
@@ -25,8 +25,8 @@ def root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of
     output.set_debug(debug)
 
 
-for command in (init_cmd, list_cmd, show, start, status, check, grade, hint, reveal, reset, history, notebook,
-                bench, homework):
+for command in (init_cmd, list_cmd, show, start, status, check, grade, repro, hint, reveal, reset, history,
+                notebook, bench, homework):
     command.register(app)
 
 

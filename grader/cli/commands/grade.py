@@ -9,8 +9,9 @@ from typing import Annotated, Optional
 import typer
 from rich.markup import escape
 
-from grader.cli import output
-from grader.cli.common import JsonOpt, OptionalSlugArg, catalog, kata_for, kata_for_file
+from grader.cli import last_run, output
+from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, kata_for, kata_for_file, json_modes
+from grader.cli.progress import RunProgress
 from grader.grading import grade as grade_file
 from grader.grading import new_seed, read_solution
 from grader.store import Store
@@ -23,8 +24,9 @@ SeedOpt = Annotated[Optional[int], typer.Option(
 
 
 def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = None,
-          as_json: JsonOpt = False) -> None:
+          as_json: JsonOpt = False, json_stream: JsonStreamOpt = False) -> None:
     """Grade a solution with the hidden suite. Exit 0 when every test passes, 1 otherwise."""
+    json_modes(as_json, json_stream)
     cat = catalog()
     with Store() as store:
         if file is not None and slug is None:
@@ -42,13 +44,17 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             extra = {"time_used_s": time.time() - session.started_at,
                      "time_limit_s": session.minutes * 60.0,
                      "hints_used": store.hints_shown(kata.slug, session.id)}
-        if not as_json:
+        if not (as_json or json_stream):
             output.console.print(f"grading [bold]{escape(str(path))}[/] against {kata.slug}'s hidden suite (seed {seed})")
-        with output.GradingProgress(f"{kata.slug}: hidden tests", enabled=not as_json) as progress:
+        with RunProgress(kata=kata.slug, suite="hidden", file=str(path), seed=seed, json_stream=json_stream,
+                         quiet=as_json) as progress:
             card = grade_file(kata, path, seed=seed, on_event=progress.on_event, **extra)
         data = card.to_dict()
         store.record_attempt(data, source=source, session_id=session.id if session else None)
-    if as_json:
+        last_run.save(data, "grade")
+    if json_stream:
+        progress.end(data)
+    elif as_json:
         output.print_json(data)
     else:
         output.render_scorecard(data)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from grader.cli import output
 from grader.cli.common import JsonOpt, OptionalSlugArg, catalog
@@ -29,7 +28,7 @@ def history(slug: OptionalSlugArg = None, limit: LimitOpt = 50, as_json: JsonOpt
     if not attempts:
         output.console.print("no attempts yet; `kata start <slug>` then `kata grade`")
         return
-    table = Table(title="attempts")
+    table = output.table("attempts")
     for col in ("date", "kata", "score", "levels", "time used", "hints", "seed"):
         table.add_column(col)
     for a in attempts:

@@ -25,14 +25,7 @@ def list_katas(as_json: JsonOpt = False) -> None:
     if as_json:
         output.print_json({"katas": rows, "problems": [p.message for p in cat.problems]})
         return
-    table = Table(title="katas")
-    for col in ("slug", "title", "levels", "minutes", "difficulty", "best", "last attempt"):
-        table.add_column(col)
-    for r in rows:
-        best = "-" if r["best_score"] is None else str(r["best_score"])
-        table.add_row(r["slug"], escape(r["title"]), str(r["levels"]), str(r["minutes"]),
-                      r["difficulty"], best, output.fmt_when(r["last_attempt"]))
-    output.console.print(table)
+    output.console.print(_table(rows, compact=output.is_compact()))
     for problem in cat.problems:
         output.err_console.print(f"[yellow]skipped a kata:[/] {escape(problem.message)}"
                                  + (f" ({escape(problem.hint)})" if problem.hint else ""))
@@ -40,6 +33,27 @@ def list_katas(as_json: JsonOpt = False) -> None:
     if fresh:
         suggestion = "paged-kv" if "paged-kv" in fresh else fresh[0]
         output.console.print(f"start one with [bold]kata start {suggestion}[/]")
+
+
+def _table(rows: list[dict], compact: bool) -> Table:
+    """Below 100 columns: no borders, no levels column, short headers and the date without
+    the time, so that the title (the only column that wraps) keeps about 40% of the width."""
+    columns = [("slug", "slug"), ("title", "title"), ("levels", "levels"), ("minutes", "minutes"),
+               ("difficulty", "difficulty"), ("best", "best"), ("last", "last attempt")]
+    table = output.table("katas")
+    if compact:
+        columns = [("slug", "slug"), ("title", "title"), ("minutes", "min"), ("difficulty", "diff"),
+                   ("best", "best"), ("last", "last")]
+    for key, header in columns:
+        table.add_column(header, no_wrap=key != "title", ratio=1 if key == "title" else None)
+    for r in rows:
+        last = output.fmt_when(r["last_attempt"])
+        cells = {"slug": r["slug"], "title": escape(r["title"]), "levels": str(r["levels"]),
+                 "minutes": str(r["minutes"]), "difficulty": r["difficulty"],
+                 "best": "-" if r["best_score"] is None else str(r["best_score"]),
+                 "last": last.split(" ")[0] if compact else last}
+        table.add_row(*(cells[key] for key, _ in columns))
+    return table
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,8 @@ def notebook(slug: SlugArg) -> None:
     kata = catalog().get(slug)
     shipped = kata.notebook_path
     if not shipped.is_file():
-        raise KataError(f"{kata.slug} has no walkthrough yet ({shipped} is missing)")
+        raise KataError(f"{kata.slug} has no walkthrough yet ({shipped} is missing)",
+                        hint="`kata list` shows the katas; `kata show <slug>` and `kata reveal <slug>` work for every one")
     folder = current_workspace().notebooks_dir
     source = folder / shipped.name
     try:

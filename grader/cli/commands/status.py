@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import typer
-from rich.table import Table
 
 from grader.cli import output
 from grader.cli.common import JsonOpt
@@ -24,9 +23,9 @@ def status(as_json: JsonOpt = False) -> None:
     if not sessions:
         output.console.print("no active session; `kata start <slug>` begins one (`kata list` shows the katas)")
         return
-    table = Table(title="active sessions")
+    table = output.table("active sessions")
     for col in ("kata", "file", "elapsed", "remaining", "time"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold" if col == "file" else "ellipsis", no_wrap=col != "file")
     for s in sessions:
         total = s.minutes * 60
         remaining = (output.fmt_duration(s.remaining_s) if s.remaining_s >= 0
