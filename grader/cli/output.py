@@ -6,6 +6,7 @@ import functools
 import json
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 import typer
@@ -98,6 +99,14 @@ def fmt_duration(seconds: float | None) -> str:
     if m:
         return f"{sign}{m} min {s} s" if s else f"{sign}{m} min"
     return f"{sign}{s} s"
+
+
+def shown_path(path: Path | str) -> str:
+    """A path as short as it can be said: relative to the current folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
 
 
 def fmt_when(timestamp: float | None) -> str:

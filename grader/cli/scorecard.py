@@ -48,11 +48,15 @@ def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: 
     console.print(_summary_panel(card, title))
     console.print(_levels_table(card))
     console.print(_categories_line(card))
-    if card.get("import_error"):
-        console.print(Panel(Text(card["import_error"]), title="your file could not be loaded",
+    import_error = card.get("import_error")
+    if import_error:
+        console.print(Panel(Text(import_error), title="your file could not be loaded",
                             title_align="left", border_style="red"))
-    failures = [t for t in card["tests"] if not t["passed"]]
-    if failures and not card.get("import_error"):
+    # With an import error, the tests that failed for it are that panel; the others (run
+    # before a restarted worker failed to import) still get their boxes.
+    failures = [t for t in card["tests"] if not t["passed"]
+                and not (import_error and t["message"].strip() == import_error.strip())]
+    if failures:
         unimplemented = unimplemented_levels(card)
         rest = [t for t in failures if t["level"] not in unimplemented]
         groups = group_failures(rest)

@@ -47,7 +47,7 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt =
 
 def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
     console = output.console
-    console.print(f"visible examples of {slug} on [bold]{escape(str(path))}[/]:")
+    console.print(f"visible examples of {slug} on [bold]{escape(output.shown_path(path))}[/]:")
     if card.get("import_error"):
         console.print(f"[red]✗[/] {escape(card['import_error'])}")
     unimplemented = {} if card.get("import_error") else unimplemented_levels(card, noun="examples")

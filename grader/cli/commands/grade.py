@@ -45,7 +45,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                      "time_limit_s": session.minutes * 60.0,
                      "hints_used": store.hints_shown(kata.slug, session.id)}
         if not (as_json or json_stream):
-            output.console.print(f"grading [bold]{escape(str(path))}[/] against {kata.slug}'s hidden suite (seed {seed})")
+            output.console.print(f"grading [bold]{escape(output.shown_path(path))}[/] against {kata.slug}'s hidden suite (seed {seed})")
         with RunProgress(kata=kata.slug, suite="hidden", file=str(path), seed=seed, json_stream=json_stream,
                          quiet=as_json) as progress:
             card = grade_file(kata, path, seed=seed, on_event=progress.on_event, **extra)
@@ -60,7 +60,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
         output.render_scorecard(data)
         if session is not None:
             output.console.print("session finished and recorded; `kata history` shows your attempts")
-        output.console.print(f"replay this run: kata grade {kata.slug} --file {escape(str(path))} --seed {seed}")
+        output.console.print(f"replay this run: kata grade {kata.slug} --file {escape(output.shown_path(path))} --seed {seed}")
     raise typer.Exit(output.EXIT_OK if card.passed else output.EXIT_FAILED)
 
 

@@ -41,11 +41,11 @@ def repro(slug: OptionalSlugArg = None, test: TestOpt = None, out: OutOpt = None
     _refuse_to_replace_a_solution(dest, solution, kata.module)
     text = _with_loader(snippet, kata.module, solution, dest)
     saved = _write(dest, text)
-    output.console.print(f"wrote [bold]{escape(_shown(dest))}[/]: the calls of the failing example of "
+    output.console.print(f"wrote [bold]{escape(output.shown_path(dest))}[/]: the calls of the failing example of "
                          f"{escape(failure['name'])} (last {run.kind} of {kata.slug}, seed {card['seed']})")
     if saved is not None:
-        output.console.print(f"your earlier {escape(dest.name)} is backed up as {escape(_shown(saved))}")
-    output.console.print(f"run it: [bold]{escape(_python())} {escape(_shown(dest))}[/]")
+        output.console.print(f"your earlier {escape(dest.name)} is backed up as {escape(output.shown_path(saved))}")
+    output.console.print(f"run it: [bold]{escape(_python())} {escape(output.shown_path(dest))}[/]")
     reported = [f"{key} {str(failure['details'][key])[:200]}" for key in ("expected", "got")
                 if failure["details"].get(key)]
     if reported:
@@ -178,14 +178,6 @@ def _write(dest: Path, text: str) -> Path | None:
 
 def _short(test_name: str) -> str:
     return test_name.removeprefix("test_")[:80]
-
-
-def _shown(path: Path) -> str:
-    """`path` relative to the current folder when it is inside it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def _python() -> str:

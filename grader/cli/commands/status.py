@@ -30,7 +30,7 @@ def status(as_json: JsonOpt = False) -> None:
         total = s.minutes * 60
         remaining = (output.fmt_duration(s.remaining_s) if s.remaining_s >= 0
                      else f"[bold red]OVERTIME {output.fmt_duration(-s.remaining_s)}[/]")
-        table.add_row(s.kata, s.solution_path, output.fmt_duration(s.elapsed_s), remaining,
+        table.add_row(s.kata, output.shown_path(s.solution_path), output.fmt_duration(s.elapsed_s), remaining,
                       output.time_bar(s.elapsed_s, total))
     output.console.print(table)
 
