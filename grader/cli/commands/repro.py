@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -35,11 +36,11 @@ def repro(slug: OptionalSlugArg = None, test: TestOpt = None, out: OutOpt = None
     snippet = failure["details"]["snippet"]
     solution = run.solution_path
     if out is not None and str(out) == "-":
-        sys.stdout.write(_with_loader(snippet, kata.module, solution, None))
+        sys.stdout.write(_with_loader(runnable(snippet), kata.module, solution, None))
         return
     dest = out if out is not None else solution.parent / f"repro_{_short(failure['name'])}.py"
     _refuse_to_replace_a_solution(dest, solution, kata.module)
-    text = _with_loader(snippet, kata.module, solution, dest)
+    text = _with_loader(runnable(snippet), kata.module, solution, dest)
     saved = _write(dest, text)
     output.console.print(f"wrote [bold]{escape(output.shown_path(dest))}[/]: the calls of the failing example of "
                          f"{escape(failure['name'])} (last {run.kind} of {kata.slug}, seed {card['seed']})")
@@ -126,6 +127,19 @@ def _why_no_snippet(test: dict[str, Any], card: dict[str, Any]) -> str:
     if test["category"] == "efficiency":
         return "an efficiency test measures your code rather than checking a value"
     return "the test made no call into your code before it failed"
+
+
+_RAISING_CALL = re.compile(r"^(?P<expr>\S.*?)  # raises (?P<name>[\w.]+)$", re.MULTILINE)
+
+
+def runnable(snippet: str) -> str:
+    """The snippet with each call that raised in the graded run (`expr  # raises KeyError`)
+    inside a try block that prints the exception, so that the script goes on to the calls
+    after it, as the test did."""
+    return _RAISING_CALL.sub(lambda m: (f"try:  # raised {m['name']} when graded\n"
+                                        f"    {m['expr']}\n"
+                                        "except Exception as exc:\n"
+                                        "    print('raised', repr(exc))"), snippet)
 
 
 def _with_loader(snippet: str, module: str, solution: Path, dest: Path | None) -> str:
