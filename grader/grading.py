@@ -68,7 +68,7 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
     test_limits = None
     if per_test_limits and not fixed:
-        test_limits = _reference_limits(kata, suite, timeout)
+        test_limits = _reference_limits(kata, suite, timeout, on_event)
     outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
@@ -80,9 +80,12 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
         level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
 
 
-def _reference_limits(kata: Kata, suite: Path, ceiling_s: float) -> dict[str, float] | None:
+def _reference_limits(kata: Kata, suite: Path, ceiling_s: float,
+                      on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float] | None:
     """Per-test limits from the reference's times on this suite (measured once per machine)."""
     def measure() -> dict[str, float]:
+        if on_event is not None:  # the first grade on a machine waits for this: say why
+            on_event("note", {"text": "timing the reference once on this machine, for the time limits"})
         outcome = run_suite(suite, kata.reference_path, kata.module, 0, test_timeout_s=ceiling_s,
                             support=kata.support_paths)
         if not all(t.passed for t in outcome.tests):
