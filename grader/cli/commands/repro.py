@@ -132,14 +132,18 @@ def _why_no_snippet(test: dict[str, Any], card: dict[str, Any]) -> str:
 _RAISING_CALL = re.compile(r"^(?P<expr>\S.*?)  # raises (?P<name>[\w.]+)$", re.MULTILINE)
 
 
+_LAST_ASSIGNED = re.compile(r"^(?P<name>[A-Za-z_]\w*) = \S.*\n(?=\n# The test then reported)", re.MULTILINE)
+
+
 def runnable(snippet: str) -> str:
-    """The snippet with each call that raised in the graded run (`expr  # raises KeyError`)
-    inside a try block that prints the exception, so that the script goes on to the calls
-    after it, as the test did."""
-    return _RAISING_CALL.sub(lambda m: (f"try:  # raised {m['name']} when graded\n"
+    """The snippet made to run through as the test did: each call that raised when graded
+    (`expr  # raises KeyError`) inside a try block that prints the exception, and the object
+    the last call returned printed (the test went on to inspect it)."""
+    text = _RAISING_CALL.sub(lambda m: (f"try:  # raised {m['name']} when graded\n"
                                         f"    {m['expr']}\n"
                                         "except Exception as exc:\n"
                                         "    print('raised', repr(exc))"), snippet)
+    return _LAST_ASSIGNED.sub(lambda m: f"{m.group(0)}print({m['name']})  # what the last call returned\n", text)
 
 
 def _with_loader(snippet: str, module: str, solution: Path, dest: Path | None) -> str:
