@@ -315,10 +315,10 @@ class JudgeEndpoint(Endpoint):
     def begin_measure(self, kinds: tuple[str, ...]) -> None:
         self.measure_kinds = tuple(kinds)
         self.measure_share = {}
-        self.measure_waited = self.waited_s
+        self.measure_waited = self.waited_cpu_s
 
     def end_measure(self) -> tuple[dict[str, Any], float]:
-        share, waited = self.measure_share, self.waited_s - self.measure_waited
+        share, waited = self.measure_share, self.waited_cpu_s - self.measure_waited
         self.measure_kinds, self.measure_share = None, {}
         return share, waited
 

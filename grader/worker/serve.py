@@ -214,7 +214,7 @@ class WorkerEndpoint(Endpoint):
             with grad:
                 return fn(self, *args)
         meters = measure.local_meters(tuple(kinds))
-        waited0, t0 = self.waited_s, time.perf_counter()
+        waited0, t0 = self.waited_cpu_s, time.thread_time()
         try:
             if grad is not None:
                 grad.__enter__()
@@ -222,7 +222,8 @@ class WorkerEndpoint(Endpoint):
                 meter.__enter__()
             return fn(self, *args)
         finally:
-            elapsed = time.perf_counter() - t0 - (self.waited_s - waited0)
+            # CPU time of the candidate's call, without what nested requests cost this side.
+            elapsed = time.thread_time() - t0 - (self.waited_cpu_s - waited0)
             for meter in reversed(meters):
                 meter.__exit__(None, None, None)
             if grad is not None:
