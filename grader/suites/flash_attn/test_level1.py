@@ -176,10 +176,10 @@ def test_inputs_are_not_modified(solution):
 # (B, H, H_kv, Tq, Tk, D, block_q, block_k, causal, dtype): the full score matrix, a full-length
 # mask, and a whole converted or repeated K each exceed the limit somewhere here.
 MEMORY_CASES = (
-    (1, 2, 1, 40, 40, 4, 4, 8, True, torch.float32),
-    (1, 2, 1, 6, 100, 4, 4, 8, False, torch.float16),
-    (2, 2, 2, 24, 10, 3, 5, 4, True, torch.float32),
-    (1, 4, 2, 16, 48, 2, 8, 4, False, torch.float32),
+    (1, 2, 1, 20, 20, 2, 8, 8, True, torch.float32),     # full scores 800, full mask 400 > 192
+    (1, 2, 1, 6, 80, 16, 8, 16, False, torch.float16),   # whole K in float32: 1280 > 1024
+    (2, 2, 2, 12, 5, 3, 6, 4, True, torch.float32),      # full scores 240 > 216
+    (1, 4, 2, 16, 48, 8, 8, 16, False, torch.float32),   # K repeated per query head: 1536 > 1280
 )
 
 
