@@ -39,7 +39,7 @@ def randn(seed: int, shape: tuple[int, ...], dtype: torch.dtype = torch.float32,
 
 @st.composite
 def attention_cases(draw: Any, dtypes: tuple[torch.dtype, ...] = FLOATS, min_keys: int = 0,
-                    max_len: int = 9, scale: float = 1.0) -> dict:
+                    max_len: int = 8, scale: float = 1.0) -> dict:
     """q (B, H, Tq, D), k / v (B, H_kv, Tk, D) with H = H_kv * group, and tile sizes."""
     B, H_kv, group, D = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 3)), \
         draw(st.integers(1, 4))

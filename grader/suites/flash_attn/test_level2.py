@@ -35,9 +35,11 @@ RULES = {
 }
 
 # (B, H, H_kv, Tq, Tk, D, block_q, block_k): square, more keys (decode-like), more queries (some
-# rows see nothing), partial last tiles both ways, tiles larger than the sequence
-FLOP_CASES = ((1, 2, 1, 8, 8, 2, 2, 2), (1, 1, 1, 7, 12, 3, 3, 5), (2, 2, 2, 10, 4, 2, 4, 3),
-              (1, 3, 1, 9, 9, 2, 4, 2), (1, 2, 2, 5, 5, 1, 64, 64), (1, 1, 1, 6, 6, 2, 1, 4))
+# rows see nothing), partial last tiles both ways, tiles larger than the sequence. D and every
+# key tile have >= 2 elements: einsum contracts a dimension of size 1 without a matmul, which
+# FlopCounterMode would not see.
+FLOP_CASES = ((1, 2, 1, 8, 8, 2, 2, 2), (1, 1, 1, 7, 12, 3, 3, 5), (2, 2, 2, 10, 5, 2, 4, 3),
+              (1, 3, 1, 9, 9, 2, 4, 3), (1, 2, 2, 5, 5, 2, 64, 64), (1, 1, 1, 6, 6, 2, 1, 4))
 
 
 def _flops(solution, B, H, H_kv, Tq, Tk, D, block_q, block_k, causal):
@@ -82,7 +84,7 @@ def test_flops_without_mask_are_one_pass_of_matmuls(solution):
 def test_gqa_copies_no_kv_per_query_head(solution):
     # D > block_k > block_q: a K or V tile copied per query head (B·H·block_k·D elements) is
     # bigger than anything a solution that folds the query group into the tile rows creates
-    B, H, H_kv, Tq, Tk, D, block_q, block_k = 1, 4, 1, 6, 9, 8, 2, 3
+    B, H, H_kv, Tq, Tk, D, block_q, block_k = 1, 4, 2, 6, 9, 8, 2, 3
     for causal in (False, True):
         q, k, v = randn(4, (B, H, Tq, D)), randn(5, (B, H_kv, Tk, D)), randn(6, (B, H_kv, Tk, D))
         storages = new_storages(lambda: call(solution.flash_attention, q, k, v, causal=causal, block_q=block_q,
@@ -144,7 +146,7 @@ def _check_merge(got, outs, lses, prop, *, rtol=None, atol=None):
 
 @kata_test(level=2, category="correctness", weight=2,
            description="combine_partials returns the attention over the union: softmax-weighted by exp(lse)")
-@settings(max_examples=20)
+@settings(max_examples=12)
 @given(pair=partials())
 def test_combine_matches_attention_over_the_union(solution, pair):
     outs, lses = pair
@@ -154,7 +156,7 @@ def test_combine_matches_attention_over_the_union(solution, pair):
 
 @kata_test(level=2, category="edge cases", weight=2,
            description="a split with lse -inf contributes nothing, even when its outs hold NaN or inf")
-@settings(max_examples=10)
+@settings(max_examples=8)
 @example(pair=(torch.tensor([[[[1.0, 2.0]]], [[[float("nan"), float("nan")]]]]),
                torch.tensor([[[0.5]], [[-INF]]])))
 @given(pair=partials(empty_fill=float("nan")))
@@ -179,7 +181,7 @@ def test_combine_all_empty_gives_zeros(solution):
 
 @kata_test(level=2, category="numerics", weight=2,
            description="combine_partials is stable for |lse| up to 1e4 (no exp overflow or underflow)")
-@settings(max_examples=10)
+@settings(max_examples=6)
 @example(pair=(torch.tensor([[[[1.0]]], [[[3.0]]]]), torch.tensor([[[10000.0]], [[10000.5]]])))
 @example(pair=(torch.tensor([[[[1.0]]], [[[3.0]]]]), torch.tensor([[[-10000.0]], [[-9999.5]]])))
 @given(pair=st.one_of(partials(lse_low=9900.0, lse_high=10000.0), partials(lse_low=-10000.0, lse_high=-9900.0)))

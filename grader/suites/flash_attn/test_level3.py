@@ -51,7 +51,7 @@ def _check_decode(solution: Any, case: dict, prop: str, **kwargs: Any) -> None:
 
 @kata_test(level=3, category="correctness", weight=3,
            description="flash_decode equals dense attention over each sequence's tokens (random paged caches)")
-@settings(max_examples=25)
+@settings(max_examples=15)
 @given(case=decode_cases(), scale=st.sampled_from([None, 0.7]))
 def test_decode_matches_dense_attention(solution, case, scale):
     _check_decode(solution, case, DECODE_RULE + " (block table, slots, GQA, dtype of q)", scale=scale)
@@ -59,7 +59,7 @@ def test_decode_matches_dense_attention(solution, case, scale):
 
 @kata_test(level=3, category="correctness", weight=2,
            description="garbage table entries and NaN in slots no sequence owns never reach the result")
-@settings(max_examples=15)
+@settings(max_examples=10)
 @given(case=decode_cases(nan_unowned=True))
 def test_decode_ignores_what_no_sequence_owns(solution, case):
     _check_decode(solution, case, "table entries past a sequence's last block (even out of range) and cache "
@@ -69,7 +69,7 @@ def test_decode_ignores_what_no_sequence_owns(solution, case):
 
 @kata_test(level=3, category="correctness", weight=1,
            description="sequences that share prefix blocks each read them as their own")
-@settings(max_examples=10)
+@settings(max_examples=6)
 @given(case=decode_cases(shared_prefix=True, dtypes=(torch.float32,)))
 def test_decode_with_shared_prefix_blocks(solution, case):
     _check_decode(solution, case, DECODE_RULE + " (sequences sharing prefix blocks)")
@@ -130,7 +130,7 @@ def _check_partials_shape(spy: _CombineSpy, case: dict) -> tuple[torch.Tensor, t
 
 @kata_test(level=3, category="api contract", weight=2,
            description="flash_decode merges its partials with one call of the module's combine_partials")
-@settings(max_examples=8)
+@settings(max_examples=5)
 @given(case=decode_cases(dtypes=(torch.float32, torch.float64, torch.float16)))
 def test_decode_merges_with_one_combine_call(solution, reference, case):
     got, spy = _decode_with_spy(solution, reference, case)
@@ -195,7 +195,7 @@ def test_decode_split_ranges_are_balanced(solution, reference):
 
 @kata_test(level=3, category="api contract", weight=1,
            description="block tables and lengths may be int32 or int64")
-@settings(max_examples=6)
+@settings(max_examples=4)
 @given(case=decode_cases(dtypes=(torch.float32,), index_dtype=torch.int32))
 def test_decode_accepts_int32_and_int64_indices(solution, case):
     for index in (torch.int32, torch.int64):
