@@ -339,6 +339,14 @@ def _read_all(ep: WorkerEndpoint, obj: Any, reads: list) -> list:
     return out
 
 
+def _gather(ep: WorkerEndpoint, reads: list) -> list:
+    """read_all across objects: each (target, name, args or None, kwargs)."""
+    out = []
+    for target, name, args, kwargs in reads:
+        out.extend(_read_all(ep, target, [(name, args, kwargs)]))
+    return out
+
+
 def _call_many(ep: WorkerEndpoint, fn: Any, calls: list) -> list:
     """Like [fn(*a, **dict(kw)) for a, kw in calls], in one request."""
     out = []
@@ -350,6 +358,7 @@ def _call_many(ep: WorkerEndpoint, fn: Any, calls: list) -> list:
 _OPS = {
     "call_many": _call_many,
     "read_all": _read_all,
+    "gather": _gather,
     "getattr": lambda ep, obj, name: getattr(obj, name),
     "setattr": lambda ep, obj, name, value: setattr(obj, name, value),
     "delattr": lambda ep, obj, name: delattr(obj, name),
