@@ -38,14 +38,16 @@ def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
         f"\n[bold green]started[/] {kata.title} ({kata.slug}): edit [bold]{escape(session.solution_path)}[/]\n"
         f"deadline {output.fmt_when(session.deadline)} ({session.minutes} min)\n"
         f"run the visible examples: [bold]kata check[/]   a hint: [bold]kata hint[/]   "
-        f"grade and finish: [bold]kata grade[/]\n"
+        f"grade: [bold]kata grade[/] (as often as you like; the session ends when every level "
+        f"passes, or with [bold]kata stop[/])\n"
         f"started by accident? [bold]kata start {kata.slug} --force[/] restarts the clock "
         "(your file is backed up first)")
 
 
 def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
-          homework: str | None = None) -> Session:
-    """Write the stub (backing up a changed file when forced) and record a new session."""
+          homework: str | None = None, mode: str = "timed") -> Session:
+    """Write the stub (backing up a changed file when forced) and record a new session
+    (`mode` 'mock': the levels are revealed one at a time)."""
     path = solution_path(kata)
     if differs_from_stub(kata, path):
         if not force:
@@ -54,11 +56,13 @@ def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
                 hint=f"`kata grade {kata.slug}` grades it; `kata start {kata.slug} --force` "
                      "backs it up and starts fresh")
         saved = backup(path)
-        output.console.print(f"backed up your previous file to [bold]{escape(str(saved))}[/]")
+        # On stderr: `kata mock --json` prints one JSON object on stdout.
+        output.err_console.print(f"backed up your previous file to [bold]{escape(str(saved))}[/]")
     if not path.exists() or differs_from_stub(kata, path):
         write_stub(kata, path)
     write_support(kata, path.parent)
-    return store.start_session(kata.slug, path, minutes, homework=homework)
+    return store.start_session(kata.slug, path, minutes, homework=homework, mode=mode,
+                               levels=tuple((lv.level, lv.minutes) for lv in kata.levels))
 
 
 def _say_already_active(session: Session) -> None:
@@ -68,7 +72,7 @@ def _say_already_active(session: Session) -> None:
     output.console.print(
         f"{session.kata} already has an active session (started {output.fmt_when(session.started_at)}, "
         f"{when}); keep editing [bold]{escape(session.solution_path)}[/]\n"
-        f"`kata grade {session.kata}` finishes it; `kata start {session.kata} --force` starts over "
+        f"`kata stop {session.kata}` ends it; `kata start {session.kata} --force` starts over "
         "(your file is backed up first)")
 
 
