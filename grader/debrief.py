@@ -104,5 +104,5 @@ def practise_next(debrief: dict[str, Any], kata: Kata, clocks: list[LevelClock],
     if cov and cov["points"] and cov["covered"] * 2 < cov["points"]:
         return (f"the follow-ups: you covered {cov['covered']} of {cov['points']} points; read the "
                 "points above and answer them aloud")
-    nxt, why = most_needed(catalog, store, exclude=kata.slug)
+    nxt, why = most_needed(catalog, store, exclude=frozenset({kata.slug}))
     return f"`kata mock {nxt.slug}`: {why}"

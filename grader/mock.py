@@ -20,6 +20,7 @@ Data only: the CLI asks the questions and prints (grader/cli/commands/mock.py).
 
 from __future__ import annotations
 
+import ast
 import json
 import random
 import re
@@ -64,6 +65,29 @@ def render_level(statement: Statement, level: int) -> str:
         if mine:
             blocks += [f"### {name} (level {level})", *mine]
     return "\n\n".join(blocks) + "\n"
+
+
+def mock_stub(kata: Kata) -> str:
+    """The file a mock starts from. The kata's stub declares every level's API, so a mock
+    keeps only its imports and the code it hands over complete (e.g. the scheduler's Request
+    and Batch); the candidate writes level 1 from the statement, as in an interview."""
+    source = kata.stub_path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    imports, given = [], []
+    for node in ast.parse(source).body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        text = "\n".join(lines[first - 1:node.end_lineno])
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.append(text)
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef)) and not any(
+                isinstance(n, ast.Raise) and "NotImplementedError" in ast.unparse(n) for n in ast.walk(node)):
+            given.append(text)
+    header = (f'"""Mock interview: {kata.title}.\n\n'
+              "The statement so far is `kata show`: level 1 now, each later level once the levels\n"
+              "before it pass. Write your solution here; `kata check` runs the revealed levels'\n"
+              'examples and `kata grade` grades them.\n"""')
+    blocks = [header, "\n".join(imports), *given, "# Level 1: write it here (its API is in `kata show`)."]
+    return "\n\n\n".join(b for b in blocks if b) + "\n"
 
 
 # ----------------------------------------------------------------------------- follow-ups

@@ -82,7 +82,7 @@ def all_progress(store: Store, catalog: Catalog) -> list[KataProgress]:
     return [kata_progress(store, kata) for kata in catalog.katas.values()]
 
 
-def most_needed(catalog: Catalog, store: Store, exclude: str | None = None) -> tuple[Kata, str]:
+def most_needed(catalog: Catalog, store: Store, exclude: frozenset[str] = frozenset()) -> tuple[Kata, str]:
     """The kata to practise next, and why: never attempted (timed) first, easier first; then
     the lowest best score (a kata whose timed attempts never graded every level counts as
     lowest); then the one attempted longest ago."""

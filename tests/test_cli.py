@@ -196,6 +196,33 @@ def test_hint_targets_the_lowest_unpassed_level():
     assert "passed every level" in invoke("hint", "paged-kv").output
 
 
+NO_FORK = """
+
+def _no_fork(self, parent_id, child_id):
+    raise NotImplementedError("fork")
+
+
+PagedKVCacheAllocator.fork = _no_fork
+"""
+
+
+def test_hint_follows_the_last_check_and_level_picks_one():
+    invoke("start", "paged-kv", "-q")
+    first = invoke("hint")
+    assert "hint 1/3 for level 1" in first.output and "the lowest level you have not passed yet" in first.output
+    workspace_file().write_text(REFERENCE.read_text() + NO_FORK)  # level 1 works, level 2 does not
+    assert invoke("check").exit_code == 1
+    after_check = invoke("hint")
+    assert "hint 1/3 for level 2" in after_check.output
+    assert "the lowest level failing in your last check" in " ".join(after_check.output.split())
+    chosen = invoke("hint", "--level", "3")
+    assert "hint 1/3 for level 3" in chosen.output
+    assert invoke("hint", "--level", "4").exit_code == 2
+    with Store() as store:
+        session = store.active_session("paged-kv")
+        assert [store.hints_shown("paged-kv", session.id, n) for n in (1, 2, 3)] == [1, 1, 1]
+
+
 def test_reveal_asks_for_force_during_a_session_and_is_recorded():
     invoke("start", "paged-kv", "-q")
     refused = invoke("reveal", "paged-kv")
@@ -223,7 +250,9 @@ def test_untimed_file_grades_are_kept_apart_from_the_candidates_own_best(tmp_pat
     assert invoke("grade", "paged-kv", "--file", str(mine), "--seed", "1").exit_code == 0
     table = invoke("history", "paged-kv")
     assert table.exit_code == 0 and "100" in table.output and "untimed" in table.output
-    assert "someone_else/paged_kv.py" in table.output  # the file graded
+    assert "someone_el" in table.output  # the file graded (folded at 80 columns)
+    [graded] = json.loads(invoke("history", "--json").output)["attempts"]
+    assert graded["file"] == str(mine) and graded["kind"] == "untimed" and not graded["timed"]
     row = next(r for r in json.loads(invoke("list", "--json").output)["katas"] if r["slug"] == "paged-kv")
     assert row["best_score"] is None and row["best_untimed"] == 100  # not the candidate's own best
     invoke("start", "paged-kv", "-q")

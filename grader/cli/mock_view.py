@@ -57,12 +57,12 @@ def print_questions(questions: list[dict[str, Any]], answers_hint: bool) -> None
 
 
 def print_answer_key(questions: list[dict[str, Any]], answers: list[str],
-                     marks: list[list[int]] | None) -> None:
-    for i, q in enumerate(questions, start=1):
+                     marks: list[list[int]] | None, first_number: int = 1) -> None:
+    for i, q in enumerate(questions, start=first_number):
         console.print(Text(f"\n{i}. {q['question']}", style="bold"))
-        console.print(Text("your answer: ", style="cyan") + Text(_clip(answers[i - 1])))
+        console.print(Text("your answer: ", style="cyan") + Text(_clip(answers[i - first_number])))
         console.print(Text("what an interviewer listens for:", style="cyan"))
-        covered = set(marks[i - 1]) if marks else set()
+        covered = set(marks[i - first_number]) if marks else set()
         console.print(_numbered([(("✓ " if n in covered else "  ") + f"{n}.", point)
                                  for n, point in enumerate(q["points"], start=1)]))
 

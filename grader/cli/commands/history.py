@@ -22,7 +22,7 @@ AllOpt = Annotated[bool, typer.Option("--all", help="Every kata, even during a s
 def history(slug: OptionalSlugArg = None, limit: LimitOpt = 50, mock: MockOpt = False,
             every_kata: AllOpt = False, as_json: JsonOpt = False) -> None:
     """List attempts: date, kind (timed, mock, or an untimed --file grade), score, levels
-    passed, time used, hints, seed, the file graded. Without a slug: the kata of your active
+    passed, time used, hints, the file graded (--json adds the seed). Without a slug: the kata of your active
     session, or every kata when none is active (or with --all)."""
     cat = catalog()
     with Store() as store:
@@ -56,15 +56,16 @@ def history(slug: OptionalSlugArg = None, limit: LimitOpt = 50, mock: MockOpt = 
         return
     title = f"attempts at {kata_slug}" if kata_slug else "attempts"
     table = Table(title=title)
-    columns = ("date", "kind", "score", "levels", "time used", "hints", "seed", "file")
+    # The seed is in --json (and in each grade's replay line): the file graded matters more here.
+    columns = ("date", "kind", "score", "levels", "time used", "hints", "file")
     for col in columns if kata_slug else ("date", "kata", *columns[1:]):
-        table.add_column(col)
+        table.add_column(col, overflow="fold", no_wrap=col in ("date", "kind", "score", "levels", "hints"))
     for a in attempts:
         used = "-" if a.time_used_s is None else output.fmt_duration(a.time_used_s)
         if a.time_used_s is not None and a.time_limit_s and a.time_used_s > a.time_limit_s:
             used = f"[red]{used}[/]"
         cells = [kind[a.session_id], str(a.score), f"{a.levels_passed}/{a.num_levels}", used,
-                 str(a.hints_used), str(a.seed), escape(_short(a.solution_path))]
+                 str(a.hints_used), escape(_short(a.solution_path))]
         table.add_row(output.fmt_when(a.graded_at), *([] if kata_slug else [a.kata]), *cells)
     output.console.print(table)
     if kata_slug and not slug:

@@ -103,7 +103,8 @@ def _start(store: Store, cat: Catalog, slug: str | None, minutes: int | None, as
     if slug:
         kata = cat.get(slug)
     else:
-        kata, reason = most_needed(cat, store)
+        # A kata with a timed session open is being practised already.
+        kata, reason = most_needed(cat, store, exclude=frozenset(s.kata for s in store.active_sessions()))
     timed = store.active_session(kata.slug)
     if timed is not None:
         raise KataError(f"{kata.slug} has a timed session open",
@@ -205,25 +206,25 @@ def _end_of_coding(store: Store, cat: Catalog, session: Session, answers_path: P
                         "only covered = [...] may be added now",
                         hint=f"keep each answer as it was in {answers_path} and add the covered points")
     record = store.mock(session.id)
+    key_shown = False
     if record.marks is None and questions:
         if given is not None and given.covered is not None:
             store.update_mock(session.id, marks=[list(c) for c in given.covered])
         elif interactive() and not as_json and given is None:
-            mock_view.print_answer_key(questions, record.answers, None)
-            store.update_mock(session.id, marks=_ask_marks(questions))
+            store.update_mock(session.id, marks=_ask_marks(questions, record.answers))
+            key_shown = True
         record = store.mock(session.id)
     debrief = build_debrief(store, session, kata, cat)
     store.update_mock(session.id, debrief=debrief, finished_at=clock.now())
     if as_json:
         output.print_json({"kata": kata.slug, "session_id": session.id, "debrief": debrief})
         return
-    if questions:
+    if questions and not key_shown:
         mock_view.print_answer_key(questions, record.answers, record.marks)
     mock_view.print_debrief(debrief)
 
 
 def _ask_answers(questions: list[dict[str, Any]]) -> list[str]:
-    mock_view.print_questions(questions, answers_hint=False)
     answers = []
     for i, q in enumerate(questions, start=1):
         output.console.print(f"\n[bold]{i}. {escape(q['question'])}[/]\n"
@@ -235,19 +236,22 @@ def _ask_answers(questions: list[dict[str, Any]]) -> list[str]:
     return answers
 
 
-def _ask_marks(questions: list[dict[str, Any]]) -> list[list[int]]:
+def _ask_marks(questions: list[dict[str, Any]], answers: list[str]) -> list[list[int]]:
+    """Per question: its answer key, then the points the candidate covered."""
     marks = []
     for i, q in enumerate(questions, start=1):
+        mock_view.print_answer_key([q], [answers[i - 1]], None, first_number=i)
         while True:
             output.console.print(f"question {i}: the numbers of the points you covered "
                                  f"(e.g. 1, 3; blank for none): ", end="")
-            text = sys.stdin.readline()
+            line = sys.stdin.readline()
+            text = line.strip()
             try:
                 marks.append(list(parse_marks(text, len(q["points"]), f"question {i}")))
                 break
             except KataError as exc:
                 output.err_console.print(f"[red]{escape(exc.message)}[/]")
-                if not text:  # end of input: nothing more will come
+                if not line:  # end of input: nothing more will come
                     marks.append([])
                     break
     return marks

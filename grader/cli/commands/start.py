@@ -12,6 +12,7 @@ from grader.catalog import Kata
 from grader.cli import output
 from grader.cli.common import ForceOpt, SlugArg, catalog
 from grader.errors import KataError
+from grader.mock import mock_stub
 from grader.store import Session, Store
 from grader.workspace import backup, differs_from_stub, solution_path, write_stub, write_support
 
@@ -58,7 +59,10 @@ def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
         saved = backup(path)
         # On stderr: `kata mock --json` prints one JSON object on stdout.
         output.err_console.print(f"backed up your previous file to [bold]{escape(str(saved))}[/]")
-    if not path.exists() or differs_from_stub(kata, path):
+    if mode == "mock":
+        # The stub declares every level's API; a mock starts from a file that shows none.
+        write_stub(kata, path, mock_stub(kata))
+    elif not path.exists() or differs_from_stub(kata, path):
         write_stub(kata, path)
     write_support(kata, path.parent)
     return store.start_session(kata.slug, path, minutes, homework=homework, mode=mode,
