@@ -35,33 +35,35 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def scores_plot(rows: list[KataProgress], origin: float) -> str:
-    """Scores over time (days since `origin`), one line per kata: filled dots timed
-    attempts, hollow ones untimed."""
+def scores_plot(rows: list[KataProgress]) -> str:
+    """Scores over time, one colour per kata: a line through the timed attempts, hollow dots
+    for the untimed `--file` grades. Only grades of every level: a mock's early grades score
+    its revealed levels alone."""
+    import datetime as dt
 
-    def day(at: float) -> float:
-        return (at - origin) / 86400.0
+    def when(at: float) -> dt.datetime:
+        return dt.datetime.fromtimestamp(at)
 
     fig = _figure(8, 3.6)
     ax = fig.add_subplot()
-    for row in rows:
-        if not row.scores:
-            continue
-        timed = [s for s in row.scores if s["timed"]]
-        untimed = [s for s in row.scores if not s["timed"]]
-        line = ax.plot([day(s["at"]) for s in timed], [s["score"] for s in timed], marker="o",
-                       label=row.slug)[0] if timed else None
-        color = line.get_color() if line is not None else None
+    for index, row in enumerate(rows):
+        color = f"C{index % 10}"
+        timed = [s for s in row.scores if s["timed"] and s["full"]]
+        untimed = [s for s in row.scores if not s["timed"] and s["full"]]
+        if timed:
+            ax.plot([when(s["at"]) for s in timed], [s["score"] for s in timed], marker="o", color=color,
+                    label=row.slug)
         if untimed:
-            ax.scatter([day(s["at"]) for s in untimed], [s["score"] for s in untimed], marker="o",
-                       facecolors="none", edgecolors=color, label=None if line else f"{row.slug} (untimed)")
+            ax.scatter([when(s["at"]) for s in untimed], [s["score"] for s in untimed], marker="o",
+                       facecolors="none", edgecolors=color, label=None if timed else f"{row.slug} (untimed)")
     ax.set_ylim(-5, 105)
     ax.set_ylabel("score")
-    ax.set_xlabel("days since your first attempt")
-    ax.set_title("Scores over time (hollow: untimed --file grades)")
+    ax.set_title("Scores of grades of every level (hollow: untimed --file grades)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower right", fontsize="small")
+        fig.autofmt_xdate()
     else:
+        ax.set_xticks([])
         ax.text(0.5, 0.5, "no attempts yet", ha="center", va="center", transform=ax.transAxes)
     return _png(fig)
 
@@ -82,8 +84,7 @@ def heatmap_plot(rows: list[KataProgress], level_minutes: dict[str, list[int]]) 
             ax.text(level - 1, i, f"{seconds / 60:.0f}/{minutes} min", ha="center", va="center", fontsize=8)
     import matplotlib
 
-    cmap = matplotlib.colormaps["RdYlGn_r"].copy()
-    cmap.set_bad("#dddddd")
+    cmap = matplotlib.colormaps["RdYlGn_r"].with_extremes(bad="#dddddd")
     image = ax.imshow(np.ma.masked_invalid(ratios), cmap=cmap, vmin=0.0, vmax=2.0, aspect="auto")
     ax.set_xticks(range(num_levels), [f"level {n + 1}" for n in range(num_levels)])
     ax.set_yticks(range(len(rows)), [r.slug for r in rows])
@@ -95,8 +96,7 @@ def heatmap_plot(rows: list[KataProgress], level_minutes: dict[str, list[int]]) 
 def render_page(rows: list[KataProgress], level_minutes: dict[str, list[int]],
                 suggestion: tuple[str, str] | None) -> str:
     """The whole page. Plots first (they raise PlotsUnavailable without matplotlib)."""
-    firsts = [s["at"] for r in rows for s in r.scores]
-    scores = scores_plot(rows, min(firsts) if firsts else time.time())
+    scores = scores_plot(rows)
     heat = heatmap_plot(rows, level_minutes)
     e = html.escape
     out = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>",
@@ -110,7 +110,7 @@ def render_page(rows: list[KataProgress], level_minutes: dict[str, list[int]],
     out.append("<table id='progress'><thead><tr><th>kata</th><th>levels passed</th><th>best (timed)</th>"
                "<th>best untimed</th><th>fastest per level</th><th>mocks</th><th>hints</th></tr></thead><tbody>")
     for r in rows:
-        fastest = " · ".join(_level_cell(r, n, level_minutes) for n in range(1, r.num_levels + 1))
+        fastest = _fastest(r, level_minutes)
         mocks = "; ".join(f"{time.strftime('%Y-%m-%d', time.localtime(m['started_at']))}: {m['signal']}"
                           for m in r.mocks) or "-"
         out.append(f"<tr><td>{e(r.slug)}</td><td>{r.levels_passed}/{r.num_levels}</td>"
@@ -129,6 +129,12 @@ def _level_cell(row: KataProgress, level: int, level_minutes: dict[str, list[int
     seconds = row.best_level_s.get(level)
     minutes = level_minutes[row.slug][level - 1]
     return f"L{level} -" if seconds is None else f"L{level} {seconds / 60:.0f}/{minutes} min"
+
+
+def _fastest(row: KataProgress, level_minutes: dict[str, list[int]]) -> str:
+    if not row.best_level_s:
+        return "-"
+    return " · ".join(_level_cell(row, n, level_minutes) for n in range(1, row.num_levels + 1))
 
 
 def _dash(value: int | None) -> str:
