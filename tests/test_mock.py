@@ -308,7 +308,13 @@ def _card(kata, score: int) -> dict:
             "levels": [{"level": lv.level, "passed": score == 100} for lv in kata.levels]}
 
 
-def test_reveal_is_refused_during_a_mock(fake_clock):
+def test_what_would_show_later_levels_is_refused_during_a_mock(fake_clock):
     assert invoke("mock", "paged-kv").exit_code == 0
-    refused = invoke("reveal", "paged-kv", "--force")
-    assert refused.exit_code == 2 and "later levels" in refused.output and "class" not in refused.output
+    for command in (["reveal", "paged-kv", "--force"], ["notebook", "paged-kv"], ["bench", "paged-kv"]):
+        refused = invoke(*command)
+        assert refused.exit_code == 2 and "later levels" in refused.output, command
+        assert_hides_levels_above(1, refused.output, " ".join(command))
+    again = invoke("start", "paged-kv", "-q")
+    assert "a mock of paged-kv is running" in again.output
+    assert invoke("stop", "--json").exit_code == 0  # `kata stop` ends a mock as `kata mock --stop` does
+    assert invoke("notebook", "paged-kv").exit_code == 0

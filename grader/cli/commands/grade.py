@@ -20,7 +20,7 @@ from grader.cli.common import JsonOpt, OptionalSlugArg, catalog, kata_for, kata_
 from grader.grading import grade as grade_file
 from grader.grading import new_seed, read_solution
 from grader.mock import render_level
-from grader.sessions import GradeEffect, pacing, plan_grade, revealed_levels
+from grader.sessions import GradeEffect, deadline_warning, pacing, plan_grade, revealed_levels
 from grader.statement import load_statement
 from grader.store import Session, Store
 from grader.workspace import solution_path
@@ -114,6 +114,8 @@ def _say_session(store: Store, cat, kata: Kata, session: Session, effect: GradeE
     else:
         output.console.print(f"the session stays open: fix and `kata grade` again "
                              f"({output.fmt_duration(session.remaining_s)} left); `kata stop` ends it")
+        if (warning := deadline_warning(session)) is not None:
+            output.console.print(f"[bold yellow]warning:[/] {escape(warning)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -82,6 +82,16 @@ def mock(slug: OptionalSlugArg = None, minutes: MinutesOpt = None, stop: StopOpt
         _start(store, cat, kata_slug, minutes, as_json)
 
 
+def refuse_during_mock(slug: str, what: str) -> None:
+    """KataError when a mock of `slug` is running: `what` would show its later levels."""
+    with Store() as store:
+        running = _running_mock(store, slug)
+        running = expire_if_due(store, running) if running else None
+    if running is not None and running.status == "active":
+        raise KataError(f"a mock of {slug} is running: {what} would show its later levels",
+                        hint=f"`kata mock --stop` ends the mock first, then run it again")
+
+
 def _running_mock(store: Store, slug: str | None) -> Session | None:
     mocks = [s for s in store.active_sessions() if s.is_mock and (slug is None or s.kata == slug)]
     return mocks[-1] if mocks else None

@@ -6,6 +6,7 @@ import typer
 from rich.syntax import Syntax
 
 from grader.cli import output
+from grader.cli.commands.mock import refuse_during_mock
 from grader.cli.common import ForceOpt, SlugArg, catalog
 from grader.errors import KataError
 from grader.store import Store
@@ -17,9 +18,7 @@ def reveal(slug: SlugArg, force: ForceOpt = False) -> None:
     with Store() as store:
         session = store.active_session(kata.slug)
         if session is not None and session.is_mock:
-            # The reference holds every level; a mock shows only the levels revealed so far.
-            raise KataError(f"a mock of {kata.slug} is running: the reference would show its later levels",
-                            hint=f"`kata mock --stop` ends the mock first, then `kata reveal {kata.slug}`")
+            refuse_during_mock(kata.slug, "the reference")  # it holds every level
         if session is not None and not force:
             raise KataError(
                 f"{kata.slug} has an active session ({output.fmt_duration(max(session.remaining_s, 0))} left); "

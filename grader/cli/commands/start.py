@@ -73,6 +73,10 @@ def _say_already_active(session: Session) -> None:
     left = session.remaining_s
     when = (f"{output.fmt_duration(left)} left" if left >= 0
             else f"[red]{output.fmt_duration(-left)} over time[/]")
+    if session.is_mock:
+        output.console.print(f"a mock of {session.kata} is running ({when}); `kata mock` shows where you "
+                             f"are, `kata mock --stop` ends it")
+        return
     output.console.print(
         f"{session.kata} already has an active session (started {output.fmt_when(session.started_at)}, "
         f"{when}); keep editing [bold]{escape(session.solution_path)}[/]\n"
