@@ -98,8 +98,9 @@ _WORD = re.compile(r"[a-z][a-z-]{3,}")
 
 
 def hidden_terms(statement: Statement, revealed: set[int]) -> set[str]:
-    """Lower-case terms that would give away a level not revealed: its name, the words of its
-    name, and the functions and classes its code declares, less what revealed levels use."""
+    """Lower-case terms that would give away a level not revealed: its name, the stems of the
+    words of its name (interleav-ing/-ed), and the functions and classes its code declares,
+    less what the framing and the revealed levels already say."""
     shown_text = " ".join([statement.interview] + [statement.level(n).body for n in revealed]).lower()
     terms: set[str] = set()
     for section in statement.levels:
@@ -107,11 +108,24 @@ def hidden_terms(statement: Statement, revealed: set[int]) -> set[str]:
             continue
         name = section.name.lower()
         terms.add(name)
-        terms |= {w for w in _WORD.findall(name) if w not in shown_text}
+        terms |= {stem for stem in map(_stem, _WORD.findall(name)) if stem not in shown_text}
         for block in _CODE_BLOCK.findall(section.body):
             terms |= {n.lower() for n in _DECLARED.findall(block)
                       if not n.startswith("__") and n.lower() not in shown_text}
     return terms
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ion", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def gives_away(text: str, terms: set[str]) -> bool:
+    """Whether `text` mentions a term: a word starting with it (a stem), or the phrase."""
+    text = text.lower()
+    return any(re.search(rf"(?<![\w-]){re.escape(t)}", text) for t in terms)
 
 
 def choose_followups(kata: Kata, store: Store, session: Session, revealed: set[int]) -> list[dict[str, Any]]:
@@ -119,8 +133,7 @@ def choose_followups(kata: Kata, store: Store, session: Session, revealed: set[i
     often in earlier mocks first (ties drawn, seeded by the session so a rerun asks the same)."""
     statement = load_statement(kata)
     terms = hidden_terms(statement, revealed)
-    fitting = [i for i, f in enumerate(kata.followups)
-               if not any(t in " ".join((f.question, *f.points)).lower() for t in terms)]
+    fitting = [i for i, f in enumerate(kata.followups) if not gives_away(" ".join((f.question, *f.points)), terms)]
     asked: Counter[int] = Counter()
     for other in store.mock_sessions(kata.slug):
         record = store.mock(other.id)
