@@ -318,3 +318,40 @@ def test_what_would_show_later_levels_is_refused_during_a_mock(fake_clock):
     assert "a mock of paged-kv is running" in again.output
     assert invoke("stop", "--json").exit_code == 0  # `kata stop` ends a mock as `kata mock --stop` does
     assert invoke("notebook", "paged-kv").exit_code == 0
+
+
+@pytest.mark.parametrize("slug", sorted(load_catalog().katas))
+def test_follow_ups_never_give_away_a_level_not_reached(slug, tmp_path):
+    from grader.mock import choose_followups
+
+    kata = load_catalog().get(slug)
+    statement = load_statement(kata)
+    with Store() as store:
+        session = store.start_session(slug, tmp_path / "x.py", 75, mode="mock")
+        for reached in range(1, len(kata.levels) + 1):
+            asked = choose_followups(kata, store, session, set(range(1, reached + 1)))
+            assert len(asked) == min(2, len(asked)) and (asked or reached < len(kata.levels))
+            seen = set()
+            for section in statement.levels:
+                # Functions and classes (a parameter such as `eps` is also plain notation).
+                declared = set(re.findall(r"\b(?:def|class)\s+(\w+)", section.body))
+                introduced = {n for n in _declared_api(section.body) - seen if n in declared}
+                seen |= _declared_api(section.body, with_every_parameter=True)
+                if section.number <= reached:
+                    continue
+                for q in asked:
+                    text = " ".join([q["question"], *q["points"]])
+                    assert section.name.lower() not in text.lower()
+                    leaked = sorted(n for n in introduced if re.search(rf"(?<![.\w]){n}\b", text))
+                    assert not leaked, f"{slug}, level {reached} reached: {q['question']!r} names {leaked}"
+        assert len(choose_followups(kata, store, session, set(range(1, len(kata.levels) + 1)))) == 2
+
+
+def test_a_question_about_a_level_not_reached_is_not_asked():
+    from grader.mock import gives_away, hidden_terms as terms_of
+
+    rope = load_catalog().get("rope")
+    terms = terms_of(load_statement(rope), {1})
+    interleaved = next(f for f in rope.followups if "interleaved layout" in f.question)
+    assert gives_away(interleaved.question, terms)  # level 2 is "GPT-J interleaving ..."
+    assert not gives_away(interleaved.question, terms_of(load_statement(rope), {1, 2}))
