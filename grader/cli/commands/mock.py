@@ -89,7 +89,7 @@ def refuse_during_mock(slug: str, what: str) -> None:
         running = expire_if_due(store, running) if running else None
     if running is not None and running.status == "active":
         raise KataError(f"a mock of {slug} is running: {what} would show its later levels",
-                        hint=f"`kata mock --stop` ends the mock first, then run it again")
+                        hint="`kata mock --stop` ends the mock first, then run it again")
 
 
 def _running_mock(store: Store, slug: str | None) -> Session | None:

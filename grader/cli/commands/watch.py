@@ -6,6 +6,7 @@ During a mock only the revealed levels' examples run, and watching stops when th
 
 from __future__ import annotations
 
+import importlib.util
 import threading
 import time
 from collections.abc import Iterator
@@ -53,9 +54,7 @@ def watch(slug: OptionalSlugArg = None, file: FileOpt = None) -> None:
     """Re-run `kata check` on every save of your solution; shows the first failing example.
 
     Ctrl-C stops. During a mock, only the revealed levels are checked."""
-    try:
-        import watchfiles  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("watchfiles") is None:
         output.fail("kata watch needs the watchfiles package", "pip install 'watchfiles>=0.21,<1.4'")
     cat = catalog()
     with Store() as store:
