@@ -90,7 +90,7 @@ def check_once(kata: Kata, path: Path, mock_id: int | None) -> bool:
     if output.console.is_terminal:
         output.console.clear()
     else:
-        output.console.rule(f"saved, checked at {time.strftime('%H:%M:%S')}")
+        output.console.rule(f"checked at {time.strftime('%H:%M:%S')}")
     _print_result(kata, path, card, time.monotonic() - started)
     return True
 
