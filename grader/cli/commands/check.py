@@ -1,4 +1,5 @@
-"""kata check: run the visible examples against your solution (not recorded)."""
+"""kata check: run the visible examples against your solution (not graded; during a mock,
+only the revealed levels' examples). Which levels passed is remembered for `kata hint`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rich.markup import escape
 from grader.cli import output
 from grader.cli.common import JsonOpt, OptionalSlugArg, catalog, kata_for, kata_for_file
 from grader.grading import check as run_examples
+from grader.sessions import expire_if_due, revealed_levels
 from grader.store import Store
 from grader.workspace import solution_path
 
@@ -18,15 +20,22 @@ FileOpt = Annotated[Optional[Path], typer.Option("--file", "-f", help="Check thi
 
 
 def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt = False) -> None:
-    """Run the kata's visible examples against your solution; fast, and not recorded."""
+    """Run the kata's visible examples against your solution; fast, and not graded.
+
+    During a mock, only the revealed levels' examples run."""
     cat = catalog()
     with Store() as store:
         if file is not None and slug is None:
             kata, session = kata_for_file(file, cat), None
         else:
             kata, session = kata_for(slug, store, cat)
-    path = file or (Path(session.solution_path) if session else solution_path(kata))
-    card = run_examples(kata, path).to_dict()
+        session = expire_if_due(store, session or store.active_session(kata.slug))
+        levels = revealed_levels(store, session if session and session.status == "active" else None)
+        path = file or (Path(session.solution_path) if session else solution_path(kata))
+        card = run_examples(kata, path, levels=levels).to_dict()
+        if session is not None and session.status == "active" and \
+                path.resolve() == Path(session.solution_path).resolve():
+            store.record_check(kata.slug, session.id, {lv["level"]: lv["passed"] for lv in card["levels"]})
     if as_json:
         output.print_json(card)
     else:
