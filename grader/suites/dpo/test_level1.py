@@ -36,8 +36,8 @@ RULES = {
     "gradients flow to logits": "test_gradient_flows_to_logits",
 }
 
-FAST = settings(max_examples=12)
-FEW = settings(max_examples=6)
+FAST = settings(max_examples=8)
+FEW = settings(max_examples=4)
 
 
 @kata_test(level=1, category="correctness", weight=3,

@@ -39,8 +39,8 @@ RULES = {
         "test_shape_mismatch_and_empty_batch_raise",
 }
 
-FAST = settings(max_examples=12)
-FEW = settings(max_examples=6)
+FAST = settings(max_examples=8)
+FEW = settings(max_examples=4)
 
 MARGINS = st.sampled_from((None, 0.0, 0.5, -1.0, "tensor"))
 

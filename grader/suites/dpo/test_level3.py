@@ -25,8 +25,8 @@ RULES = {
         "test_label_smoothing_is_validated_for_every_type",
 }
 
-FAST = settings(max_examples=12)
-FEW = settings(max_examples=5)
+FAST = settings(max_examples=8)
+FEW = settings(max_examples=4)
 VARIANT_BETAS = st.sampled_from((0.1, 0.25, 2.0))   # 1 / (2 beta) != beta / 2 for each
 
 
