@@ -157,3 +157,17 @@ def test_a_second_test_stuck_in_the_same_place_is_stopped_early():
     assert "timed out after 6 s" in first.message
     assert "stuck where test_add was stuck" in second.message
     assert second.duration_s < 4.0
+
+
+def test_efficiency_is_measured_where_the_candidates_code_runs():
+    """Op counts and times of the candidate's calls are taken in the worker and added to the
+    judge's measurement: a loop over elements and an O(n) call are both caught."""
+    suite = FIXTURES / "measure_suite.py"
+    fast = {t.name: t for t in run_suite(suite, FIXTURES / "measure_fast.py", "toy", 1,
+                                         test_timeout_s=60.0).tests}
+    slow = {t.name: t for t in run_suite(suite, FIXTURES / "measure_slow.py", "toy", 1,
+                                         test_timeout_s=60.0).tests}
+    assert all(t.passed for t in fast.values()), {n: t.message for n, t in fast.items()}
+    assert not slow["test_ops_do_not_grow"].passed
+    assert not slow["test_time_does_not_grow"].passed
+    assert "measured in the process that runs your code" in slow["test_ops_do_not_grow"].details["note"]

@@ -1,82 +1,57 @@
-"""The scheduler suite rejects each realistic buggy solution with the property a reader
-would expect, and accepts correct solutions written differently from the reference."""
+"""The scheduler suite rejects each realistic buggy solution at the level its corpus.toml
+declares, by the targeted test it names, under two seeds; it accepts correct solutions
+written differently from the reference; shrunk failures found while building the suite
+stay pinned as regression tests."""
 
 from __future__ import annotations
 
-from functools import lru_cache
+import importlib.util
+import sys
 
 import pytest
 
-from tests.kata_testing import assert_scores_full, corpus_file, failed_tests, grade_file
+import reference.scheduler as reference
+from grader.protocol import PropertyFailure
+from grader.suites.scheduler.lockstep import compare_script
+from grader.suites.scheduler.strategies import config, multi_victim_case
+from grader.suites.scheduler.test_level2 import LEAST_URGENT_VICTIM, SKIP_BLOCKED
+from grader.suites.scheduler.trace import drive
+from tests.kata_testing import (assert_rejected_at_level, assert_scores_full, buggy_params,
+                                corpus_file, correct_params, failed_tests, grade_file)
 
 SLUG = "scheduler"
 
-REJECTED_BY = {
-    "buggy_budget_counts_requests.py": "test_token_budget_respected",
-    "buggy_exceeds_max_num_seqs.py": "test_running_never_exceeds_max_num_seqs",
-    "buggy_admits_after_preemption.py": "test_no_admission_in_a_step_that_preempted",
-    "buggy_inverted_priority.py": "test_batches_match_reference",
-    "buggy_latest_arrival_tiebreak.py": "test_batches_match_reference",
-    "buggy_preempts_most_urgent.py": "test_preemption_evicts_least_urgent",
-    "buggy_keeps_progress_on_preemption.py": "test_preempted_request_restarts_from_zero",
-    "buggy_requeue_new_arrival.py": "test_admission_never_skips_a_more_urgent_request",
-    "buggy_whole_prompt_advanced.py": "test_prompt_fully_computed_before_decoding",
-    "buggy_blocks_leak_on_finish.py": "test_blocks_freed_on_finish",
-    "buggy_blocks_leak_on_abort.py": "test_blocks_freed_on_abort",
-    "buggy_victim_tokens_not_refunded.py": "test_preempted_victim_tokens_refunded",
-    "buggy_skips_blocked_request.py": "test_admission_never_skips_a_more_urgent_request",
-    "buggy_aging_never_resets.py": "test_aging_restarts_after_preemption",
-    "buggy_add_without_lock.py": "test_concurrent_add_and_abort",
-    "buggy_quadratic_queue_scan.py": "test_step_cost_grows_at_most_n_log_n",
-}
 
-CORRECT = ["correct_block_table.py", "correct_sorted_lists.py"]
+@pytest.mark.parametrize("entry,seed", buggy_params(SLUG))
+def test_buggy_solution_is_rejected_at_its_level(entry, seed):
+    assert_rejected_at_level(SLUG, entry, seed)
 
 
-@lru_cache(maxsize=None)
-def _card(name: str):
-    """Each corpus file is graded once per session (grading is deterministic per seed)."""
-    return grade_file(SLUG, corpus_file(SLUG, name))
+@pytest.mark.parametrize("name,seed", correct_params(SLUG))
+def test_correct_alternative_scores_full(name, seed):
+    assert_scores_full(SLUG, name, seed)
 
 
-@pytest.mark.parametrize("name,expected_test", sorted(REJECTED_BY.items()))
-def test_buggy_solution_is_rejected(name, expected_test):
-    failed = failed_tests(_card(name))
-    assert expected_test in failed, (
-        f"{name} should be rejected by {expected_test}; failed tests were: "
-        f"{failed or 'none (it scored 100)'}")
-
-
-@pytest.mark.parametrize("name", CORRECT)
-def test_correct_alternative_scores_full(name):
-    assert_scores_full(SLUG, name)
+def test_trace_diff_names_the_step_the_rule_and_the_request():
+    """A lockstep failure names the first diverging step, the field with the statement rule
+    that decides it, and the request, and shows the calls that led there."""
+    card = grade_file(SLUG, corpus_file(SLUG, "buggy_decodes_in_admission_order.py"),
+                      levels=frozenset({1}))
+    result = next(t for t in card.tests if t.name == "test_decode_list_in_urgency_order")
+    assert not result.passed
+    assert "is the first whose Batch differs" in result.message
+    assert "decode list — rule 1a" in result.message
+    assert "wrong order" in result.message or "request '" in result.message
+    assert "step()" in result.details["input"] and "add_request" in result.details["input"]
 
 
 def test_lock_free_add_only_fails_the_concurrency_property():
     """A missing lock is a level-3 concern: every single-threaded property still holds."""
-    card = _card("buggy_add_without_lock.py")
+    card = grade_file(SLUG, corpus_file(SLUG, "buggy_add_without_lock.py"))
     assert set(failed_tests(card)) == {"test_concurrent_add_and_abort"}
 
 
-def test_trace_diff_names_the_step_and_the_request():
-    """The lockstep failure names the first diverging step, the field and the request,
-    and shows the calls that led there."""
-    card = _card("buggy_preempts_most_urgent.py")
-    result = next(t for t in card.tests if t.name == "test_batches_match_reference_with_preemption")
-    assert not result.passed
-    assert "is the first whose Batch differs" in result.message
-    assert "request '" in result.message
-    assert "step()" in result.details["input"] and "add_request" in result.details["input"]
-
-
 # ----------------------------------------------------------------------------- pinned shrunk failures
-
-import importlib.util  # noqa: E402
-import sys  # noqa: E402
-
-import reference.scheduler as reference  # noqa: E402
-from grader.protocol import PropertyFailure  # noqa: E402
-from grader.suites import scheduler as suite  # noqa: E402
 
 
 def _load(name: str):
@@ -88,38 +63,45 @@ def _load(name: str):
     return module
 
 
-def _cfg(budget, seqs, num_blocks, block_size, aging=None):
-    return {"max_num_batched_tokens": budget, "max_num_seqs": seqs, "num_blocks": num_blocks,
-            "block_size": block_size, "aging_steps": aging}
-
-
-# q99 (priority 0) takes 2 of 3 blocks; q98 (priority 1) needs 2 and does not fit, so q97
-# (priority 2, needs 1) must not be admitted ahead of it.
-SKIP_BLOCKED = (_cfg(4, 3, 3, 1), [("add", 2, 1, 0), ("add", 2, 1, 1), ("add", 1, 1, 2)])
-# Two equal requests on a 2-block pool: q99 (same priority and arrival, larger id) is the victim.
-LEAST_URGENT_VICTIM = (_cfg(2, 2, 2, 1), [("add", 1, 1, 0), ("add", 1, 1, 0)])
-
-
 def test_regression_admission_skips_blocked_request():
-    suite.drive(reference, SKIP_BLOCKED, "order")
+    drive(reference, SKIP_BLOCKED, "order")
     with pytest.raises(PropertyFailure, match="more urgent waiting request"):
-        suite.drive(_load("buggy_skips_blocked_request.py"), SKIP_BLOCKED, "order")
+        drive(_load("buggy_skips_blocked_request.py"), SKIP_BLOCKED, "order")
 
 
 def test_regression_victim_is_least_urgent():
-    suite.drive(reference, LEAST_URGENT_VICTIM, "victim")
+    drive(reference, LEAST_URGENT_VICTIM, "victim")
     with pytest.raises(PropertyFailure, match="least urgent"):
-        suite.drive(_load("buggy_preempts_most_urgent.py"), LEAST_URGENT_VICTIM, "victim")
+        drive(_load("buggy_preempts_most_urgent.py"), LEAST_URGENT_VICTIM, "victim")
 
 
 def test_regression_refund_enlarges_the_retried_chunk():
     """Step 3: urgent's chunk of 1 needs a block; low0 (decoded this step) is preempted and
     its token refunded, so the retried chunk is min(2 remaining, 2 budget) = 2."""
-    ops = [("add", "low0", 1, 8, 1), ("step", 1), ("add", "urgent", 3, 1, 0), ("step", 2)]
-    suite.compare_script(reference, reference, _cfg(2, 3, 4, 1), ops)
+    ops = [("add", "low0", 1, 3, 1), ("step", 1), ("add", "urgent", 3, 1, 0), ("step", 2)]
+    compare_script(reference, reference, config(2, 3, 4, 1), ops)
     with pytest.raises(PropertyFailure, match="prefill of request 'urgent': expected 2, got 1"):
-        suite.compare_script(_load("buggy_victim_tokens_not_refunded.py"), reference,
-                             _cfg(2, 3, 4, 1), ops)
+        compare_script(_load("buggy_victim_tokens_not_refunded.py"), reference, config(2, 3, 4, 1), ops)
+
+
+def test_regression_one_victim_then_overcommit():
+    """The audit's escape: one chunk needs two victims while f (finishing) holds its blocks;
+    preempting once and taking the blocks anyway over-commits the pool."""
+    cfg, ops = multi_victim_case(2, 2, False, 8, 11)
+    pair = compare_script(reference, reference, cfg, ops)
+    assert pair.num_steps == 4
+    with pytest.raises(PropertyFailure, match=r"step 3 .*preempted list — rule 3"):
+        compare_script(_load("buggy_preempts_once_then_overcommits.py"), reference, cfg, ops)
+
+
+def test_regression_later_but_urgent_prompt_under_tight_budget():
+    """The audit's level-1 escape: a later, more urgent long prompt must not take the budget
+    of the running decodes."""
+    ops = [("add", "a", 1, 6, 2, 0.0), ("add", "b", 1, 6, 1, 0.0), ("step", 1),
+           ("add", "u", 9, 2, 0), ("step", 4)]
+    compare_script(reference, reference, config(3, 4), ops)
+    with pytest.raises(PropertyFailure, match=r"decode list — rule 1a"):
+        compare_script(_load("buggy_interleaves_decodes_and_chunks.py"), reference, config(3, 4), ops)
 
 
 def test_worked_example_of_the_statement():

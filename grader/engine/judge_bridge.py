@@ -49,7 +49,7 @@ class RemoteObject:
     function, class or module). Equality and hashing are by identity: a verdict never asks
     the candidate's code whether two things are equal."""
 
-    __slots__ = ("_kata_bridge", "_kata_handle", "_kata_type", "__weakref__")
+    __slots__ = ("_kata_bridge", "_kata_handle", "_kata_type", "_kata_cache", "__weakref__")
 
     def __getattr__(self, name: str) -> Any:
         if (name.startswith("__") and name.endswith("__") and name not in _ALLOWED_DUNDERS) \
@@ -58,15 +58,28 @@ class RemoteObject:
         info = self._kata_type
         if not info.is_class and name in info.methods:
             return RemoteMethod(self, name)
-        return self._kata_bridge.request("getattr", self, name)
+        cache = self._kata_cache
+        if cache is not None and name in cache:
+            return cache[name]
+        value = self._kata_bridge.request("getattr", self, name)
+        if cache is not None and isinstance(value, RemoteObject) and value._kata_type.is_callable:
+            # The module's functions and classes: `solution.f(x)` is then one request, not
+            # two. The judge's own setattr clears it; candidate code rebinding a function of
+            # its module while being graded is not supported.
+            cache[name] = value
+        return value
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name.startswith("_kata_"):
             object.__setattr__(self, name, value)
         else:
+            if self._kata_cache is not None:
+                self._kata_cache.clear()
             self._kata_bridge.request("setattr", self, name, value)
 
     def __delattr__(self, name: str) -> None:
+        if self._kata_cache is not None:
+            self._kata_cache.clear()
         self._kata_bridge.request("delattr", self, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -164,6 +177,21 @@ def call_many(fn: Any, calls: list[tuple[tuple, dict]]) -> list:
     return [fn(*args, **dict(kwargs)) for args, kwargs in calls]
 
 
+def gather(reads: list[tuple[Any, str, tuple | None]]) -> list[tuple[bool, Any]]:
+    """read_all across objects: for each (obj, name, args), obj.name(*args), or the attribute
+    when args is None; one request when every obj is the candidate's."""
+    remote = [r for r in reads if isinstance(r[0], RemoteObject)]
+    if remote and len(remote) == len(reads) and len({r[0]._kata_bridge for r in remote}) == 1:
+        bridge = remote[0][0]._kata_bridge
+        wire = [(obj, name, None if args is None else tuple(args), ()) for obj, name, args in reads]
+        outcomes = bridge.request("gather", wire)
+        if type(outcomes) is not list or len(outcomes) != len(reads) or not all(
+                type(o) is tuple and len(o) == 2 and type(o[0]) is bool for o in outcomes):
+            raise TypeError("gather: the worker's answer does not fit the reads")
+        return outcomes
+    return [outcome for obj, name, args in reads for outcome in read_all(obj, [(name, args)])]
+
+
 def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool, Any]]:
     """For each (name, args): obj.name(*args), or the attribute obj.name when args is None;
     [(True, value) or (False, exception)] in order. One request when obj is the candidate's."""
@@ -215,6 +243,7 @@ class JudgeEndpoint(Endpoint):
         self.measure_share: dict[str, Any] = {}
         self.measure_waited = 0.0
         self.transcript = Transcript()
+        self.module_proxies: list[RemoteObject] = []
 
     # ---------------------------------------------------------------- the transcript
 
@@ -315,10 +344,10 @@ class JudgeEndpoint(Endpoint):
     def begin_measure(self, kinds: tuple[str, ...]) -> None:
         self.measure_kinds = tuple(kinds)
         self.measure_share = {}
-        self.measure_waited = self.waited_s
+        self.measure_waited = self.waited_cpu_s
 
     def end_measure(self) -> tuple[dict[str, Any], float]:
-        share, waited = self.measure_share, self.waited_s - self.measure_waited
+        share, waited = self.measure_share, self.waited_cpu_s - self.measure_waited
         self.measure_kinds, self.measure_share = None, {}
         return share, waited
 
@@ -333,6 +362,8 @@ class JudgeEndpoint(Endpoint):
         self.extra_channels.clear()
         self._local.channel = self.main
         self.registry.clear()
+        for proxy in self.module_proxies:
+            proxy._kata_cache.clear()  # the worker's handles start afresh
         self.callbacks.clear()
         self.callback_ids.clear()
         self.errors_by_token.clear()
@@ -404,6 +435,9 @@ class JudgeEndpoint(Endpoint):
             proxy._kata_bridge = self
             proxy._kata_handle = handle
             proxy._kata_type = self.types[tid]
+            proxy._kata_cache = {} if self.types[tid].qualname == "module" else None
+            if proxy._kata_cache is not None:
+                self.module_proxies.append(proxy)
             self.proxies[handle] = proxy
             weakref.finalize(proxy, self.released_handles.append, handle)
         return proxy

@@ -32,6 +32,7 @@ from grader.engine import sandbox
 from grader.engine.failures import CandidateImportError, KataTimeout, describe_failure, import_error_text
 from grader.engine.judge_bridge import WorkerCrashed
 from grader.engine.worker_process import WorkerProcess
+from grader.worker import measure
 
 ENV_SOLUTION = "KATA_SOLUTION"
 ENV_MODULE = "KATA_MODULE"
@@ -151,6 +152,7 @@ class _Worker:
             raise CandidateImportError(self.import_error)
         _stream.write(event="import_done", error=None)
         self.proxy = self.proxy_seen = value
+        measure.set_remote(self.process.endpoint)  # efficiency tests measure the worker's share
         return value
 
     def endpoint(self) -> Any:
@@ -174,6 +176,7 @@ class _Worker:
             self.last_endpoint = self.process.endpoint
             self.process.kill()
         self.process, self.proxy = None, None
+        measure.set_remote(None)
 
     def take_output(self) -> tuple[str, int]:
         text, total = "".join(self.output), self.output_chars

@@ -51,6 +51,7 @@ class Endpoint:
         self.in_flight: int | None = None  # the id of the request this side waits on
         self.interrupted_by: BaseException | None = None
         self.waited_s = 0.0  # time spent waiting on the peer inside nested requests
+        self.waited_cpu_s = 0.0  # this side's own CPU time inside requests (the transport)
 
     # ---------------------------------------------------------------- calls out
 
@@ -74,7 +75,7 @@ class Endpoint:
             payload = [self.encode(a) for a in args]
             msg = ("call", req_id, op, payload, self.call_context(), self.collect_updates(),
                    self.collect_releases())
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.thread_time()
         outer, self.in_flight = self.in_flight, req_id
         try:
             chan.send(msg)
@@ -90,6 +91,7 @@ class Endpoint:
             raise
         finally:
             self.waited_s += time.perf_counter() - t0
+            self.waited_cpu_s += time.thread_time() - c0
             self.in_flight = outer
         if ok:
             return value

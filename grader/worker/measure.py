@@ -22,7 +22,8 @@ Kinds:
 * ``storages`` — every tensor storage created during the code, as
                  (numel of the storage, shape of the tensor, dtype name); views of existing
                  storages do not count.
-* ``time``     — seconds the code took to execute.
+* ``time``     — CPU seconds the code took to execute (thread CPU time: what a complexity
+                 test means, and blind to the other processes of a busy machine).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class RemoteMeter(Protocol):
 
     def begin_measure(self, kinds: tuple[str, ...]) -> None: ...
     def end_measure(self) -> tuple[dict[str, Any], float]:
-        """The worker's share, and the judge-side wall seconds spent waiting on it."""
+        """The worker's share, and the judge's own CPU seconds spent on the transport."""
         ...
 
 
@@ -98,7 +99,7 @@ def measuring(*kinds: str) -> Iterator[Measurement]:
         remote.begin_measure(tuple(kinds))
         result.where = "judge+worker"
     meters = local_meters(tuple(kinds))
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     waited = 0.0
     try:
         with ExitStack() as stack:
@@ -106,7 +107,7 @@ def measuring(*kinds: str) -> Iterator[Measurement]:
                 stack.enter_context(meter)
             yield result
     finally:
-        elapsed = time.perf_counter() - t0
+        elapsed = time.thread_time() - t0
         if remote is not None:
             share, waited = remote.end_measure()
             result.add(share)

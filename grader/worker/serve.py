@@ -214,7 +214,7 @@ class WorkerEndpoint(Endpoint):
             with grad:
                 return fn(self, *args)
         meters = measure.local_meters(tuple(kinds))
-        waited0, t0 = self.waited_s, time.perf_counter()
+        waited0, t0 = self.waited_cpu_s, time.thread_time()
         try:
             if grad is not None:
                 grad.__enter__()
@@ -222,7 +222,8 @@ class WorkerEndpoint(Endpoint):
                 meter.__enter__()
             return fn(self, *args)
         finally:
-            elapsed = time.perf_counter() - t0 - (self.waited_s - waited0)
+            # CPU time of the candidate's call, without what nested requests cost this side.
+            elapsed = time.thread_time() - t0 - (self.waited_cpu_s - waited0)
             for meter in reversed(meters):
                 meter.__exit__(None, None, None)
             if grad is not None:
@@ -338,6 +339,14 @@ def _read_all(ep: WorkerEndpoint, obj: Any, reads: list) -> list:
     return out
 
 
+def _gather(ep: WorkerEndpoint, reads: list) -> list:
+    """read_all across objects: each (target, name, args or None, kwargs)."""
+    out = []
+    for target, name, args, kwargs in reads:
+        out.extend(_read_all(ep, target, [(name, args, kwargs)]))
+    return out
+
+
 def _call_many(ep: WorkerEndpoint, fn: Any, calls: list) -> list:
     """Like [fn(*a, **dict(kw)) for a, kw in calls], in one request."""
     out = []
@@ -349,6 +358,7 @@ def _call_many(ep: WorkerEndpoint, fn: Any, calls: list) -> list:
 _OPS = {
     "call_many": _call_many,
     "read_all": _read_all,
+    "gather": _gather,
     "getattr": lambda ep, obj, name: getattr(obj, name),
     "setattr": lambda ep, obj, name, value: setattr(obj, name, value),
     "delattr": lambda ep, obj, name: delattr(obj, name),
