@@ -10,11 +10,11 @@ from __future__ import annotations
 from hypothesis import assume, example, given, settings, strategies as st
 
 from grader.protocol import expect, kata_test
-from grader.suites._common import count_flops
-from grader.suites.slow_decode.strategies import (FLOPS_BUDGET, MAX_SEQ_LEN, check_tokens,
-                                                  check_weights_unchanged, clear_margin, fresh_model,
-                                                  random_prompts, run_generate, shown, slow_tokens,
-                                                  snapshot, workloads)
+from grader.suites._measure import count_flops
+from grader.suites.slow_decode.strategies import (FLOPS_BUDGET, MAX_SEQ_LEN, cached_flops,
+                                                  check_tokens, check_weights_unchanged, clear_margin,
+                                                  fresh_model, random_prompts, run_generate, shown,
+                                                  slow_tokens, snapshot, workloads)
 
 RULES = {
     "generate returns generate_slow's tokens: the new tokens of each request, max_new_tokens of "
@@ -32,7 +32,7 @@ RULES = {
 
 @kata_test(level=1, category="correctness", weight=3,
            description="generate returns exactly generate_slow's tokens (prompts of one length)")
-@settings(max_examples=6)
+@settings(max_examples=5)
 @example(work={"model_seed": 0, "prompts": [[5, 9, 2]], "max_new_tokens": 6})
 @given(work=workloads(equal_lengths=True))
 def test_tokens_match_generate_slow(solution, work):
@@ -69,7 +69,7 @@ def test_generation_up_to_max_seq_len(solution):
 
 @kata_test(level=1, category="api contract", weight=2,
            description="generate leaves the model's weights unchanged, call after call")
-@settings(max_examples=3)
+@settings(max_examples=2)
 @given(seed=st.integers(0, 31))
 def test_model_weights_unchanged(solution, seed):
     work = {"model_seed": seed, "prompts": random_prompts(seed, [4, 4]), "max_new_tokens": 5}
@@ -86,12 +86,12 @@ def test_model_weights_unchanged(solution, seed):
 
 @kata_test(level=1, category="efficiency", weight=3,
            description="total FLOPs at most 1.2x those of a KV-cached generation")
-@settings(max_examples=2)
+@settings(max_examples=1)
 @given(seed=st.integers(0, 31))
-def test_flops_within_cached_budget(solution, reference, seed):
-    work = {"model_seed": seed, "prompts": random_prompts(seed + 1, [6, 6]), "max_new_tokens": 10}
+def test_flops_within_cached_budget(solution, seed):
+    work = {"model_seed": seed, "prompts": random_prompts(seed + 1, [6, 6]), "max_new_tokens": 8}
     got = count_flops(lambda: run_generate(solution, fresh_model(seed), work))
-    budget = count_flops(lambda: run_generate(reference, fresh_model(seed), work))
+    budget = cached_flops(work["prompts"], slow_tokens(seed, work["prompts"], 8))
     expect(got <= FLOPS_BUDGET * budget,
            "the total FLOPs of a generation are at most 1.2x those of a KV-cached one: the "
            "prompt runs once, then each step feeds one new token and attends over cached keys "

@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 
 from grader.protocol import expect, kata_test
-from grader.suites._common import count_ops
+from grader.suites._measure import count_ops
 from grader.suites.slow_decode.strategies import (check_tokens, clear_margin, fresh_model,
                                                   random_prompts, run_generate, shown, slow_tokens,
                                                   workloads)
