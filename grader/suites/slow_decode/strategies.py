@@ -163,8 +163,9 @@ def _pool(model_seed: int, pool_seed: int, max_new_tokens: int) -> tuple[list, l
 @lru_cache(maxsize=16)
 def eos_scenario(model_seed: int, *, runner: bool, max_new_tokens: int = 12) -> dict[str, Any]:
     """Prompts and an eos_id where requests finish at three or four different steps (the
-    first at step 0, the last by step max_new_tokens // 2), plus, with `runner`, one request that never generates the EOS and runs
-    to the end. Found by a deterministic search over pools of short random prompts."""
+    first at step 0, the last by step max_new_tokens // 2), plus, with `runner`, one request
+    that never generates the EOS and runs to the end (without it, max_new_tokens is as large
+    as the model allows). Found by a deterministic search over pools of short random prompts."""
     for pool_seed in range(20):
         pool, outputs, margins = _pool(model_seed, pool_seed, max_new_tokens)
         clear = [i for i in range(len(pool)) if margins[i] >= MIN_MARGIN]
@@ -180,7 +181,11 @@ def eos_scenario(model_seed: int, *, runner: bool, max_new_tokens: int = 12) -> 
             if len(steps) < 3 or steps[0] != 0 or (runner and not never):
                 continue
             prompts = [pool[first_hit[s]] for s in steps] + ([pool[never[0]]] if runner else [])
-            return {"model_seed": model_seed, "prompts": prompts, "max_new_tokens": max_new_tokens,
+            # Without a runner, every request has finished by step max_new_tokens // 2; the
+            # generation is then allowed to run as long as the model can, so a loop that goes
+            # on after everyone finished has many steps to waste.
+            longest = max_new_tokens if runner else MAX_SEQ_LEN - max(len(p) for p in prompts)
+            return {"model_seed": model_seed, "prompts": prompts, "max_new_tokens": longest,
                     "eos_id": eos_id, "finish_steps": steps}
     raise AssertionError(f"no EOS scenario for model seed {model_seed}")  # pragma: no cover
 
