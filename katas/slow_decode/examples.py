@@ -22,8 +22,9 @@ def test_worked_example_tokens(solution):
 @kata_test(level=1, category="efficiency", description="fewer FLOPs than recomputing the prefix")
 def test_fewer_flops_than_generate_slow(solution):
     prompts = [[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]]
-    slow = count_flops(lambda: generate_slow(TinyLM(seed=0), prompts, 10))
-    fast = count_flops(lambda: solution.generate(TinyLM(seed=0), prompts, 10))
+    model = TinyLM(seed=0)
+    slow = count_flops(lambda: generate_slow(model, prompts, 10))
+    fast = count_flops(lambda: solution.generate(model, prompts, 10))
     expect(fast * 3 <= slow, "a KV cache needs less than a third of generate_slow's FLOPs here",
            expected=f"<= {slow / 3 / 1e6:.2f} MFLOPs", got=f"{fast / 1e6:.2f} MFLOPs")
 
@@ -47,6 +48,7 @@ def test_worked_example_eos(solution):
     want = [[15, 56], [11, 39, 14, 38, 62, 48]]
     got = solution.generate(TinyLM(seed=0), PROMPTS, 6, eos_id=56)
     expect(got == want, "request 0 stops right after its EOS (56, included)", expected=want, got=got)
-    syncs = count_syncs(lambda: solution.generate(TinyLM(seed=0), PROMPTS, 6, eos_id=56))
+    model = TinyLM(seed=0)
+    syncs = count_syncs(lambda: solution.generate(model, PROMPTS, 6, eos_id=56))
     expect(syncs <= 7, "at most one sync per decoding step (6 steps, plus one)", expected="<= 7",
            got=syncs)

@@ -33,7 +33,8 @@ SCENARIO_SEEDS = st.sampled_from((0, 1, 2, 3))
 
 
 def _flops_check(solution, work, prop):
-    got = count_flops(lambda: run_generate(solution, fresh_model(work["model_seed"]), work))
+    model = fresh_model(work["model_seed"])   # built outside the count
+    got = count_flops(lambda: run_generate(solution, model, work))
     want = slow_tokens(work["model_seed"], work["prompts"], work["max_new_tokens"], work["eos_id"])
     budget = cached_flops(work["prompts"], want)
     expect(got <= FLOPS_BUDGET * budget, prop,
@@ -125,7 +126,8 @@ def test_at_most_one_sync_per_decoding_step(solution, seed):
         work = eos_scenario(seed, runner=runner)
         want = slow_tokens(seed, work["prompts"], work["max_new_tokens"], work["eos_id"])
         steps = max(len(out) for out in want)
-        syncs = count_syncs(lambda: run_generate(solution, fresh_model(seed), work))
+        model = fresh_model(seed)
+        syncs = count_syncs(lambda: run_generate(solution, model, work))
         expect(syncs <= steps + 1,
                "at most one device-to-host sync per decoding step (item, tolist, cpu, bool/int "
                "of a tensor, nonzero, torch.where(cond), boolean-mask indexing x[mask], ...): "
