@@ -2,8 +2,13 @@
 
 One file, WAL, every write in a transaction, a busy timeout so that two ``kata`` processes
 at once wait for each other instead of failing. The schema version lives in
-``PRAGMA user_version``; a database from a newer kata, or one that is not a database, is
-refused with a message saying what to do.
+``PRAGMA user_version`` (grader/store_schema.py migrates older files); a database from a
+newer kata, or one that is not a database, is refused with a message saying what to do.
+
+A session is timed (every level shown at once) or a mock (levels revealed one at a time).
+It stays open across grades until every level passes, it is stopped, or (a mock) its time
+runs out; `session_levels` keeps each level's clock: when it was revealed and the first grade
+that passed it. Timestamps come from grader.clock, so tests can move time.
 """
 
 from __future__ import annotations
@@ -11,72 +16,17 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from grader import clock
 from grader.errors import StoreError
+from grader.store_schema import SCHEMA_VERSION, migrate
 
-SCHEMA_VERSION = 1
 DB_NAME = "kata.sqlite3"
 _BUSY_TIMEOUT_MS = 15_000
-
-_SCHEMA = """
-CREATE TABLE sessions (
-    id INTEGER PRIMARY KEY,
-    kata TEXT NOT NULL,
-    solution_path TEXT NOT NULL,
-    started_at REAL NOT NULL,
-    minutes INTEGER NOT NULL,
-    deadline REAL NOT NULL,
-    ended_at REAL,
-    status TEXT NOT NULL CHECK (status IN ('active', 'graded', 'abandoned')),
-    homework TEXT
-);
-CREATE INDEX sessions_kata ON sessions (kata, status);
-CREATE TABLE attempts (
-    id INTEGER PRIMARY KEY,
-    session_id INTEGER REFERENCES sessions (id),
-    kata TEXT NOT NULL,
-    graded_at REAL NOT NULL,
-    seed INTEGER NOT NULL,
-    score INTEGER NOT NULL,
-    passed INTEGER NOT NULL,
-    levels_passed INTEGER NOT NULL,
-    num_levels INTEGER NOT NULL,
-    time_used_s REAL,
-    time_limit_s REAL,
-    hints_used INTEGER NOT NULL,
-    solution_path TEXT NOT NULL,
-    source TEXT NOT NULL,
-    source_sha256 TEXT NOT NULL,
-    scorecard TEXT NOT NULL
-);
-CREATE INDEX attempts_kata ON attempts (kata, graded_at);
-CREATE TABLE hints (
-    id INTEGER PRIMARY KEY,
-    session_id INTEGER REFERENCES sessions (id),
-    kata TEXT NOT NULL,
-    level INTEGER NOT NULL,
-    stage INTEGER NOT NULL,
-    shown_at REAL NOT NULL
-);
-CREATE TABLE homeworks (
-    id TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    title TEXT NOT NULL,
-    recorded_at REAL NOT NULL
-);
-CREATE TABLE reveals (
-    id INTEGER PRIMARY KEY,
-    session_id INTEGER REFERENCES sessions (id),
-    kata TEXT NOT NULL,
-    revealed_at REAL NOT NULL
-);
-"""
 
 
 def kata_home() -> Path:
@@ -97,16 +47,38 @@ class Session:
     minutes: int
     deadline: float
     ended_at: float | None
-    status: str
+    status: str       # 'active', 'ended' or 'abandoned'
     homework: str | None
+    mode: str = "timed"  # 'timed' or 'mock'
+    end_reason: str | None = None
+
+    @property
+    def is_mock(self) -> bool:
+        return self.mode == "mock"
 
     @property
     def elapsed_s(self) -> float:
-        return (self.ended_at or time.time()) - self.started_at
+        return (self.ended_at or clock.now()) - self.started_at
 
     @property
     def remaining_s(self) -> float:
-        return self.deadline - time.time()
+        return self.deadline - clock.now()
+
+
+_SESSION_COLUMNS = ("id, kata, solution_path, started_at, minutes, deadline, ended_at, status, homework, "
+                    "mode, end_reason")
+
+
+@dataclass
+class SessionLevel:
+    """One level's clock in a session: revealed (a timed session reveals every level at its
+    start) and first passed, as timestamps."""
+
+    level: int
+    minutes: int
+    revealed_at: float | None
+    passed_at: float | None
+    passed_attempt_id: int | None
 
 
 @dataclass
@@ -126,6 +98,11 @@ class Attempt:
     solution_path: str
     source_sha256: str
 
+    @property
+    def timed(self) -> bool:
+        """Graded in one of the candidate's own sessions (not an untimed `--file` grade)."""
+        return self.session_id is not None
+
     def scorecard(self, store: "Store") -> dict[str, Any]:
         row = store._one("SELECT scorecard FROM attempts WHERE id = ?", (self.id,))
         return json.loads(row[0])
@@ -133,6 +110,16 @@ class Attempt:
 
 _ATTEMPT_COLUMNS = ("id, session_id, kata, graded_at, seed, score, passed, levels_passed, num_levels, "
                     "time_used_s, time_limit_s, hints_used, solution_path, source_sha256")
+
+
+@dataclass
+class MockRecord:
+    session_id: int
+    followups: list[dict[str, Any]] | None  # [{"question", "points", "index"}], chosen when coding ends
+    answers: list[str] | None
+    marks: list[list[int]] | None            # per question, the 1-based numbers of points covered
+    debrief: dict[str, Any] | None
+    finished_at: float | None
 
 
 class Store:
@@ -144,8 +131,8 @@ class Store:
                                         isolation_level=None)
             self.conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.execute("PRAGMA foreign_keys = ON")
             self._migrate()
+            self.conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
             raise StoreError(
                 f"the history database {self.path} cannot be read: {exc}",
@@ -181,6 +168,8 @@ class Store:
                              hint="wait for the other kata command to finish, then retry") from exc
 
     def _migrate(self) -> None:
+        # Foreign keys are still off here (they are switched on after): version 2 rebuilds the
+        # sessions table under the references of attempts, hints and reveals.
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
             raise StoreError(
@@ -191,84 +180,125 @@ class Store:
             return
         with self.transaction() as conn:
             # Re-read inside the write lock: another process may have migrated meanwhile.
-            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version < SCHEMA_VERSION:
+                migrate(conn, version)
 
     def _one(self, sql: str, args: tuple = ()) -> Any:
         return self.conn.execute(sql, args).fetchone()
 
     # ------------------------------------------------------------------ sessions
 
-    def start_session(self, kata: str, solution_path: Path, minutes: int,
-                      homework: str | None = None) -> Session:
-        now = time.time()
+    def start_session(self, kata: str, solution_path: Path | str, minutes: int,
+                      homework: str | None = None, *, mode: str = "timed",
+                      levels: tuple[tuple[int, int], ...] = ()) -> Session:
+        """A new active session of `kata` (an active one is abandoned). `levels` are the kata's
+        (level, minutes): a timed session reveals them all now, a mock only the first."""
+        now = clock.now()
         with self.transaction() as conn:
-            conn.execute("UPDATE sessions SET status = 'abandoned', ended_at = ? "
+            conn.execute("UPDATE sessions SET status = 'abandoned', end_reason = 'restarted', ended_at = ? "
                          "WHERE kata = ? AND status = 'active'", (now, kata))
             cur = conn.execute(
-                "INSERT INTO sessions (kata, solution_path, started_at, minutes, deadline, status, homework) "
-                "VALUES (?, ?, ?, ?, ?, 'active', ?)",
-                (kata, str(solution_path), now, minutes, now + 60 * minutes, homework))
+                "INSERT INTO sessions (kata, solution_path, started_at, minutes, deadline, status, homework, mode) "
+                "VALUES (?, ?, ?, ?, ?, 'active', ?, ?)",
+                (kata, str(solution_path), now, minutes, now + 60 * minutes, homework, mode))
             session_id = cur.lastrowid
+            for level, level_minutes in levels:
+                shown = mode == "timed" or level == 1
+                conn.execute("INSERT INTO session_levels (session_id, level, minutes, revealed_at) "
+                             "VALUES (?, ?, ?, ?)", (session_id, level, level_minutes, now if shown else None))
+            if mode == "mock":
+                conn.execute("INSERT INTO mocks (session_id) VALUES (?)", (session_id,))
         return self.session(session_id)
 
     def session(self, session_id: int) -> Session:
-        row = self._one("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        row = self._one(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,))
         if row is None:
             raise StoreError(f"no session {session_id}")
         return Session(*row)
 
-    def active_sessions(self) -> list[Session]:
-        rows = self.conn.execute(
-            "SELECT * FROM sessions WHERE status = 'active' ORDER BY started_at").fetchall()
+    def _sessions(self, where: str, args: tuple = ()) -> list[Session]:
+        rows = self.conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE {where}", args).fetchall()
         return [Session(*r) for r in rows]
+
+    def active_sessions(self) -> list[Session]:
+        return self._sessions("status = 'active' ORDER BY started_at")
 
     def active_session(self, kata: str) -> Session | None:
-        row = self._one("SELECT * FROM sessions WHERE kata = ? AND status = 'active' "
-                        "ORDER BY started_at DESC LIMIT 1", (kata,))
-        return Session(*row) if row else None
+        found = self._sessions("kata = ? AND status = 'active' ORDER BY started_at DESC LIMIT 1", (kata,))
+        return found[0] if found else None
 
     def sessions_for_homework(self, homework: str) -> list[Session]:
-        rows = self.conn.execute("SELECT * FROM sessions WHERE homework = ? ORDER BY started_at",
-                                 (homework,)).fetchall()
-        return [Session(*r) for r in rows]
+        return self._sessions("homework = ? ORDER BY started_at", (homework,))
 
-    def end_session(self, session_id: int, status: str = "graded") -> None:
+    def mock_sessions(self, kata: str | None = None) -> list[Session]:
+        """Every mock, newest first."""
+        if kata:
+            return self._sessions("mode = 'mock' AND kata = ? ORDER BY started_at DESC, id DESC", (kata,))
+        return self._sessions("mode = 'mock' ORDER BY started_at DESC, id DESC")
+
+    def end_session(self, session_id: int, reason: str, at: float | None = None) -> None:
+        """End an active session: 'passed', 'stopped' or 'time' (at: when; default now)."""
         with self.transaction() as conn:
-            conn.execute("UPDATE sessions SET status = ?, ended_at = ? WHERE id = ? AND status = 'active'",
-                         (status, time.time(), session_id))
+            conn.execute("UPDATE sessions SET status = 'ended', end_reason = ?, ended_at = ? "
+                         "WHERE id = ? AND status = 'active'", (reason, clock.now() if at is None else at,
+                                                                  session_id))
+
+    def session_levels(self, session_id: int) -> list[SessionLevel]:
+        rows = self.conn.execute("SELECT level, minutes, revealed_at, passed_at, passed_attempt_id "
+                                 "FROM session_levels WHERE session_id = ? ORDER BY level", (session_id,))
+        return [SessionLevel(*r) for r in rows.fetchall()]
 
     # ------------------------------------------------------------------ attempts
 
-    def record_attempt(self, card: dict[str, Any], *, source: str, session_id: int | None) -> int:
+    def record_attempt(self, card: dict[str, Any], *, source: str, session_id: int | None,
+                       passed_levels: tuple[int, ...] = (), reveal_level: int | None = None,
+                       end_reason: str | None = None) -> int:
+        """Record a grade, and in the same transaction what it does to its session: the
+        levels it passed first (their pass time is this grade), the level it reveals (a mock),
+        and the session's end (every level passed, or a mock's time ran out)."""
         levels = card["levels"]
+        now = clock.now()
         with self.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO attempts (session_id, kata, graded_at, seed, score, passed, levels_passed, "
                 "num_levels, time_used_s, time_limit_s, hints_used, solution_path, source, "
                 "source_sha256, scorecard) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_id, card["kata"], time.time(), card["seed"], card["score"], int(card["passed"]),
+                (session_id, card["kata"], now, card["seed"], card["score"], int(card["passed"]),
                  sum(1 for lv in levels if lv["passed"]), len(levels), card.get("time_used_s"),
                  card.get("time_limit_s"), card.get("hints_used", 0), card["solution"], source,
                  card["solution_sha256"], json.dumps(card)))
+            attempt_id = cur.lastrowid
             if session_id is not None:
-                conn.execute("UPDATE sessions SET status = 'graded', ended_at = ? "
-                             "WHERE id = ? AND status = 'active'", (time.time(), session_id))
-            return cur.lastrowid
+                for level in passed_levels:
+                    conn.execute("UPDATE session_levels SET passed_at = ?, passed_attempt_id = ? "
+                                 "WHERE session_id = ? AND level = ? AND passed_at IS NULL",
+                                 (now, attempt_id, session_id, level))
+                if reveal_level is not None:
+                    conn.execute("UPDATE session_levels SET revealed_at = ? WHERE session_id = ? "
+                                 "AND level = ? AND revealed_at IS NULL", (now, session_id, reveal_level))
+                if end_reason is not None:
+                    conn.execute("UPDATE sessions SET status = 'ended', end_reason = ?, ended_at = ? "
+                                 "WHERE id = ? AND status = 'active'", (end_reason, now, session_id))
+            return attempt_id
 
-    def attempts(self, kata: str | None = None, limit: int | None = None) -> list[Attempt]:
-        sql = f"SELECT {_ATTEMPT_COLUMNS} FROM attempts"
-        args: tuple = ()
+    def attempts(self, kata: str | None = None, limit: int | None = None,
+                 timed: bool | None = None) -> list[Attempt]:
+        """Newest first; `timed` True keeps the candidate's own session grades, False the
+        untimed `--file` grades."""
+        clauses, args = [], []
         if kata:
-            sql += " WHERE kata = ?"
-            args = (kata,)
+            clauses.append("kata = ?")
+            args.append(kata)
+        if timed is not None:
+            clauses.append("session_id IS NOT NULL" if timed else "session_id IS NULL")
+        sql = f"SELECT {_ATTEMPT_COLUMNS} FROM attempts"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY graded_at DESC, id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [Attempt(*r[:6], bool(r[6]), *r[7:]) for r in self.conn.execute(sql, args).fetchall()]
+        return [Attempt(*r[:6], bool(r[6]), *r[7:]) for r in self.conn.execute(sql, tuple(args)).fetchall()]
 
     def attempts_for_session(self, session_id: int) -> list[Attempt]:
         rows = self.conn.execute(f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE session_id = ? "
@@ -278,16 +308,59 @@ class Store:
     def attempt_source(self, attempt_id: int) -> str:
         return self._one("SELECT source FROM attempts WHERE id = ?", (attempt_id,))[0]
 
-    def best_score(self, kata: str) -> int | None:
-        row = self._one("SELECT MAX(score) FROM attempts WHERE kata = ?", (kata,))
-        return row[0]
+    def best_score(self, kata: str, *, timed: bool = True, num_levels: int | None = None) -> int | None:
+        """The best score of the candidate's own timed attempts (timed=False: of the untimed
+        `--file` grades). With num_levels, only grades of every level count (a mock's early
+        grades score its revealed levels only)."""
+        sql = f"SELECT MAX(score) FROM attempts WHERE kata = ? AND session_id IS {'NOT ' if timed else ''}NULL"
+        args: tuple = (kata,)
+        if num_levels is not None:
+            sql += " AND num_levels = ?"
+            args += (num_levels,)
+        return self._one(sql, args)[0]
+
+    # ------------------------------------------------------------------ checks
+
+    def record_check(self, kata: str, session_id: int | None, levels_passed: dict[int, bool]) -> None:
+        """Which levels' visible examples passed (steers `kata hint`; not history)."""
+        with self.transaction() as conn:
+            conn.execute("INSERT INTO checks (session_id, kata, checked_at, levels) VALUES (?, ?, ?, ?)",
+                         (session_id, kata, clock.now(), json.dumps({str(k): v for k, v in levels_passed.items()})))
+
+    def latest_check(self, kata: str, session_id: int | None) -> tuple[float, dict[int, bool]] | None:
+        row = self._one("SELECT checked_at, levels FROM checks WHERE kata = ? AND session_id IS ? "
+                        "ORDER BY checked_at DESC, id DESC LIMIT 1", (kata, session_id))
+        if row is None:
+            return None
+        return float(row[0]), {int(k): bool(v) for k, v in json.loads(row[1]).items()}
+
+    # ------------------------------------------------------------------ mocks
+
+    def mock(self, session_id: int) -> MockRecord | None:
+        row = self._one("SELECT session_id, followups, answers, marks, debrief, finished_at FROM mocks "
+                        "WHERE session_id = ?", (session_id,))
+        if row is None:
+            return None
+        decoded = [None if v is None else json.loads(v) for v in row[1:5]]
+        return MockRecord(row[0], *decoded, row[5])
+
+    def update_mock(self, session_id: int, **fields: Any) -> None:
+        """Set followups, answers, marks, debrief (JSON-encoded) or finished_at."""
+        allowed = {"followups", "answers", "marks", "debrief", "finished_at"}
+        if not fields or set(fields) - allowed:
+            raise ValueError(f"update_mock takes {sorted(allowed)}")
+        names = sorted(fields)
+        values = [fields[n] if n == "finished_at" else json.dumps(fields[n]) for n in names]
+        with self.transaction() as conn:
+            conn.execute(f"UPDATE mocks SET {', '.join(f'{n} = ?' for n in names)} WHERE session_id = ?",
+                         (*values, session_id))
 
     # ------------------------------------------------------------------ hints, reveals
 
     def record_hint(self, kata: str, level: int, stage: int, session_id: int | None) -> None:
         with self.transaction() as conn:
             conn.execute("INSERT INTO hints (session_id, kata, level, stage, shown_at) VALUES (?, ?, ?, ?, ?)",
-                         (session_id, kata, level, stage, time.time()))
+                         (session_id, kata, level, stage, clock.now()))
 
     def hints_shown(self, kata: str, session_id: int | None, level: int | None = None) -> int:
         sql = "SELECT COUNT(*) FROM hints WHERE kata = ? AND session_id IS ?"
@@ -297,16 +370,19 @@ class Store:
             args += (level,)
         return self._one(sql, args)[0]
 
+    def hints_total(self, kata: str) -> int:
+        return self._one("SELECT COUNT(*) FROM hints WHERE kata = ?", (kata,))[0]
+
     def record_reveal(self, kata: str, session_id: int | None) -> None:
         with self.transaction() as conn:
             conn.execute("INSERT INTO reveals (session_id, kata, revealed_at) VALUES (?, ?, ?)",
-                         (session_id, kata, time.time()))
+                         (session_id, kata, clock.now()))
 
     def record_homework(self, homework_id: str, path: Path, sha256: str, title: str) -> None:
         with self.transaction() as conn:
             conn.execute("INSERT INTO homeworks (id, path, sha256, title, recorded_at) VALUES (?, ?, ?, ?, ?) "
                          "ON CONFLICT (id) DO UPDATE SET path = excluded.path, sha256 = excluded.sha256, "
-                         "title = excluded.title", (homework_id, str(path), sha256, title, time.time()))
+                         "title = excluded.title", (homework_id, str(path), sha256, title, clock.now()))
 
     def reveals(self, kata: str, since: float = 0.0) -> int:
         return self._one("SELECT COUNT(*) FROM reveals WHERE kata = ? AND revealed_at >= ?",

@@ -166,12 +166,16 @@ def backup(path: Path) -> Path:
     return target
 
 
-def write_stub(kata: Kata, dest: Path) -> None:
-    """Write the kata's stub to `dest` (the caller has backed up anything there)."""
+def write_stub(kata: Kata, dest: Path, text: str | None = None) -> None:
+    """Write the kata's stub (or `text`, e.g. a mock's starting file) to `dest` (the caller
+    has backed up anything there)."""
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_suffix(".py.tmp")
-        shutil.copyfile(kata.stub_path, tmp)
+        if text is None:
+            shutil.copyfile(kata.stub_path, tmp)
+        else:
+            tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, dest)  # atomic: a crash never leaves half a file
     except OSError as exc:
         raise KataError(f"could not write {dest}: {exc}",

@@ -1,5 +1,5 @@
-"""How long grading takes: the median wall time of grading each kata's reference, and of a
-coach's review of one bundle with three katas.
+"""How long grading takes: the median wall time (and CPU time of every process involved) of
+grading each kata's reference, and of a coach's review of one bundle with three katas.
 
     python scripts/bench_grading.py                 # every kata, 5 runs each
     python scripts/bench_grading.py paged-kv -n 5
@@ -29,13 +29,27 @@ def bench_katas(slugs: list[str], repeats: int) -> None:
     catalog = load_catalog()
     for slug in slugs or sorted(catalog.katas):
         kata = catalog.get(slug)
-        times, score = [], None
+        times, cpus, score = [], [], None
         for seed in range(repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), cpu_s()
             score = grade(kata, kata.reference_path, seed=seed).score
             times.append(time.perf_counter() - t0)
+            cpus.append(cpu_s() - c0)
         print(f"{slug:10s} reference score {score:3d}  median {statistics.median(times):6.2f} s  "
-              f"(min {min(times):.2f}, max {max(times):.2f}, n={repeats})", flush=True)
+              f"(min {min(times):.2f}, max {max(times):.2f}, n={repeats})  "
+              f"CPU median {statistics.median(cpus):6.2f} s", flush=True)
+
+
+def cpu_s() -> float:
+    """CPU seconds of this process and every process it has waited for (the judge, the
+    worker, the sandbox): less sensitive to other load on the machine than wall time."""
+    import resource
+
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
 
 
 def bench_review(repeats: int) -> None:

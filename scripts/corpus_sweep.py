@@ -3,6 +3,7 @@
     python scripts/corpus_sweep.py                      # every kata, 5 seeds
     python scripts/corpus_sweep.py paged-kv --seeds 3
     python scripts/corpus_sweep.py --jobs 2 --json sweep.json
+    python scripts/corpus_sweep.py --seeds 5 --skip 2     # the 3 seeds the tests do not run
 
 A buggy file passes the sweep when, under every seed, it is rejected at the level its
 corpus.toml declares by one of the tests it names (graded with levels 1..level only); a
@@ -82,12 +83,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("slugs", nargs="*", help="katas to sweep (default: every kata with a corpus.toml)")
     parser.add_argument("--seeds", type=int, default=5, help="number of seeds (default 5)")
+    parser.add_argument("--skip", type=int, default=0,
+                        help="leave out the first K seeds (--seeds 5 --skip 2: the three the test "
+                             "suite does not run)")
     parser.add_argument("--jobs", type=int, default=1, help="gradings run at once (default 1)")
     parser.add_argument("--json", type=Path, help="also write every verdict to this file")
     args = parser.parse_args()
     catalog = load_catalog()
     slugs = args.slugs or [s for s in sorted(catalog.katas) if manifest_path(s).is_file()]
-    seeds = seeds_for(args.seeds)
+    seeds = seeds_for(args.seeds)[args.skip:]
     rows: list[dict] = []
     for slug in slugs:
         t0 = time.perf_counter()

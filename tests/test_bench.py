@@ -79,3 +79,19 @@ def test_bad_requests_raise_bench_error():
         run_bench("nope", None, "cpu")
     with pytest.raises(BenchError, match="cpu or cuda"):
         run_bench("ppo", None, "tpu")
+
+
+def test_flash_attn_rows_compare_sdpa_and_the_triton_kernels():
+    """kata bench flash-attn: the tiled prefill against SDPA and the Triton FlashAttention kernel,
+    the split-K decode against the Triton paged-decode kernel (both kernels need a GPU)."""
+    reference_path = _reference_or_skip("flash-attn")
+    rows = run_bench("flash-attn", reference_path, "cpu", repeats=1, quick=True)
+    prefill = [row for row in rows if row["workload"].startswith("causal flash_attention")]
+    decode = [row for row in rows if row["workload"].startswith("flash_decode")]
+    assert {row["impl"] for row in prefill} == {"yours", "reference", "kernel", "torch builtin"}
+    assert {row["impl"] for row in decode} == {"yours", "reference", "kernel"}
+    builtin = next(row for row in prefill if row["impl"] == "torch builtin")
+    assert builtin["variant"] == "scaled_dot_product_attention" and builtin["median_ms"] > 0
+    yours = next(row for row in prefill if row["impl"] == "yours")
+    assert yours["ratio_to_builtin"] > 0 and yours["tflops"] > 0
+    assert all(row["median_ms"] is None and "needs cuda" in row["note"] for row in rows if row["impl"] == "kernel")

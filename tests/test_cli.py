@@ -28,7 +28,7 @@ def workspace_file() -> Path:
 
 def test_every_command_has_help():
     for command in ("init", "list", "show", "start", "status", "check", "grade", "hint", "reveal",
-                    "reset", "history", "notebook"):
+                    "reset", "history", "notebook", "mock", "stop", "watch", "progress"):
         result = invoke(command, "--help")
         assert result.exit_code == 0 and "Usage" in result.output, command
 
@@ -130,16 +130,33 @@ def test_grade_infers_the_kata_from_the_file_name(tmp_path):
     assert result.exit_code == 0 and json.loads(result.output)["score"] == 100
 
 
-def test_grade_the_stub_in_a_session_scores_0_records_and_ends_the_session():
+def test_grade_the_stub_in_a_session_scores_0_records_and_keeps_the_session_open_until_stop():
     invoke("start", "paged-kv", "-q")
     result = invoke("grade", "--seed", "5")
     assert result.exit_code == 1
     assert "0/100" in result.output and "not implemented" in result.output
-    assert "interview signal" in result.output
-    assert json.loads(invoke("status", "--json").output)["sessions"] == []
+    assert "interview signal" in result.output and "the session stays open" in result.output
+    [session] = json.loads(invoke("status", "--json").output)["sessions"]
+    assert session["kata"] == "paged-kv" and [lv["passed"] for lv in session["levels"]] == [False] * 3
     history = json.loads(invoke("history", "--json").output)["attempts"]
     assert len(history) == 1 and history[0]["score"] == 0 and history[0]["seed"] == 5
     assert history[0]["time_used_s"] is not None and history[0]["time_used_s"] < 120
+    assert history[0]["kind"] == "timed" and history[0]["file"] == str(workspace_file())
+    stopped = json.loads(invoke("stop", "--json").output)
+    assert stopped["ended"] == "stopped" and stopped["grades"] == 1 and stopped["signal"] == "No hire"
+    assert json.loads(invoke("status", "--json").output)["sessions"] == []
+    assert invoke("stop").exit_code == 2  # nothing left to stop
+
+
+def test_a_session_ends_when_a_grade_passes_every_level():
+    invoke("start", "paged-kv", "-q")
+    workspace_file().write_text(REFERENCE.read_text())
+    result = invoke("grade", "--json", "--seed", "2")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["signal"] == "Strong hire" and data["session"]["ended"] == "passed"
+    assert [lv["passed"] for lv in data["session"]["levels"]] == [True] * 3
+    assert json.loads(invoke("status", "--json").output)["sessions"] == []
 
 
 def test_grade_missing_file_and_bad_file_are_usage_errors(tmp_path):
@@ -179,6 +196,33 @@ def test_hint_targets_the_lowest_unpassed_level():
     assert "passed every level" in invoke("hint", "paged-kv").output
 
 
+NO_FORK = """
+
+def _no_fork(self, parent_id, child_id):
+    raise NotImplementedError("fork")
+
+
+PagedKVCacheAllocator.fork = _no_fork
+"""
+
+
+def test_hint_follows_the_last_check_and_level_picks_one():
+    invoke("start", "paged-kv", "-q")
+    first = invoke("hint")
+    assert "hint 1/3 for level 1" in first.output and "the lowest level you have not passed yet" in first.output
+    workspace_file().write_text(REFERENCE.read_text() + NO_FORK)  # level 1 works, level 2 does not
+    assert invoke("check").exit_code == 1
+    after_check = invoke("hint")
+    assert "hint 1/3 for level 2" in after_check.output
+    assert "the lowest level failing in your last check" in " ".join(after_check.output.split())
+    chosen = invoke("hint", "--level", "3")
+    assert "hint 1/3 for level 3" in chosen.output
+    assert invoke("hint", "--level", "4").exit_code == 2
+    with Store() as store:
+        session = store.active_session("paged-kv")
+        assert [store.hints_shown("paged-kv", session.id, n) for n in (1, 2, 3)] == [1, 1, 1]
+
+
 def test_reveal_asks_for_force_during_a_session_and_is_recorded():
     invoke("start", "paged-kv", "-q")
     refused = invoke("reveal", "paged-kv")
@@ -199,12 +243,33 @@ def test_reset_backs_up_then_restores_the_stub():
     assert [b.read_text() for b in backups] == ["# half done\n"]
 
 
-def test_history_table_and_list_show_the_best_score():
-    assert invoke("grade", "paged-kv", "--file", str(REFERENCE), "--seed", "1").exit_code == 0
+def test_untimed_file_grades_are_kept_apart_from_the_candidates_own_best(tmp_path):
+    mine = tmp_path / "someone_else" / "paged_kv.py"
+    mine.parent.mkdir()
+    mine.write_text(REFERENCE.read_text())
+    assert invoke("grade", "paged-kv", "--file", str(mine), "--seed", "1").exit_code == 0
     table = invoke("history", "paged-kv")
-    assert table.exit_code == 0 and "paged-kv" in table.output and "100" in table.output
-    data = json.loads(invoke("list", "--json").output)
-    assert next(r for r in data["katas"] if r["slug"] == "paged-kv")["best_score"] == 100
+    assert table.exit_code == 0 and "100" in table.output and "untimed" in table.output
+    assert "someone_el" in table.output  # the file graded (folded at 80 columns)
+    [graded] = json.loads(invoke("history", "--json").output)["attempts"]
+    assert graded["file"] == str(mine) and graded["kind"] == "untimed" and not graded["timed"]
+    row = next(r for r in json.loads(invoke("list", "--json").output)["katas"] if r["slug"] == "paged-kv")
+    assert row["best_score"] is None and row["best_untimed"] == 100  # not the candidate's own best
+    invoke("start", "paged-kv", "-q")
+    assert invoke("grade", "--seed", "1").exit_code == 1  # the stub, timed
+    row = next(r for r in json.loads(invoke("list", "--json").output)["katas"] if r["slug"] == "paged-kv")
+    assert row["best_score"] == 0 and row["best_untimed"] == 100
+    listed = invoke("list")
+    assert "untimed" in listed.output
+
+
+def test_history_without_a_slug_during_a_session_shows_that_kata():
+    assert invoke("grade", "rope", "--file", str(REPO_ROOT / "reference" / "rope.py"), "--seed", "1").exit_code == 0
+    assert [a["kata"] for a in json.loads(invoke("history", "--json").output)["attempts"]] == ["rope"]
+    invoke("start", "paged-kv", "-q")
+    during = json.loads(invoke("history", "--json").output)
+    assert during["kata"] == "paged-kv" and during["attempts"] == []
+    assert [a["kata"] for a in json.loads(invoke("history", "--all", "--json").output)["attempts"]] == ["rope"]
 
 
 def test_notebook_writes_the_paired_ipynb_in_the_workspace():

@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from grader.cli import output
+from grader import clock
 from grader.catalog import load_catalog
 from grader.cli.app import app
 from grader.engine.report import Scorecard
@@ -51,14 +52,15 @@ def short_fixed_length_home(isolated_home, monkeypatch, tmp_path):
 
 @pytest.fixture(autouse=True)
 def fixed_clock_and_zone(short_fixed_length_home, monkeypatch):
-    clock = {"now": FIXED_NOW}
-    monkeypatch.setattr(time, "time", lambda: clock["now"])
+    now = {"now": FIXED_NOW}
+    monkeypatch.setattr(time, "time", lambda: now["now"])
     monkeypatch.setenv("TZ", "UTC")
     time.tzset()
     # A COLUMNS set when rich's consoles were made would pin their width: let each run's win.
     monkeypatch.setattr(output.console, "_width", None)
     monkeypatch.setattr(output.err_console, "_width", None)
-    yield clock
+    with clock.use(lambda: now["now"]):  # sessions and history read grader.clock
+        yield now
     monkeypatch.undo()
     time.tzset()
 
@@ -175,7 +177,7 @@ def test_list(tmp_path, fake_grading):
     # Compact at 80 columns: one or two rows per kata, not five.
     num_katas = len(load_catalog().katas)
     assert len(texts[80].splitlines()) <= 2 * num_katas + 4
-    assert "2027-01-15" in texts[80] and "2027-01-15 08:00" in texts[120]
+    assert re.search(r"paged-kv +Paged KV-cache block allocator +75 +- +20 ", texts[80])  # untimed
 
 
 def test_show(tmp_path):
@@ -254,7 +256,32 @@ def test_errors(tmp_path):
     render("error-folder-as-file", tmp_path, "grade", "paged-kv", "--file", "solutions-dir", exit_code=2)
 
 
-@pytest.mark.parametrize("command", ["bench", "homework", "grade", "repro"])
+def test_mock_and_stop(tmp_path):
+    for columns, slug in zip(WIDTHS, ("rope", "lora")):
+        text = normalized(run(columns, "mock", slug).output, tmp_path)
+        assert_fits(text, columns)
+        check_snapshot("mock", columns, text)
+    render("mock-where", tmp_path, "mock", "rope")
+    for columns, slug in zip(WIDTHS, ("rope", "lora")):
+        text = normalized(run(columns, "mock", slug, "--stop").output, tmp_path)
+        assert_fits(text, columns)
+        check_snapshot("mock-stop", columns, text)
+
+
+def test_stop(tmp_path):
+    for columns, slug in zip(WIDTHS, ("rope", "lora")):
+        run(columns, "start", slug, "-q")
+        text = normalized(run(columns, "stop", slug).output, tmp_path)
+        assert_fits(text, columns)
+        check_snapshot("stop", columns, text)
+
+
+def test_progress(tmp_path, fake_grading):
+    run(80, "grade", "paged-kv", "--file", str(fake_grading))
+    render("progress", tmp_path, "progress")
+
+
+@pytest.mark.parametrize("command", ["bench", "homework", "grade", "repro", "watch"])
 def test_help_fits(command, tmp_path):
     render(f"help-{command}", tmp_path, command, "--help")
 

@@ -529,14 +529,20 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
-def _dump_dom(page: Path, profile: Path) -> str:
+def _run_chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess:
+    """Headless Chromium on `page`, offline; its DOM after loading on stdout (`extra` adds
+    flags, e.g. --enable-logging=stderr to see the page's console messages)."""
     result = subprocess.run(
         [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", "--dump-dom", page.as_uri()],
+         f"--user-data-dir={profile}", *extra, "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120)
     assert "<html" in result.stdout, result.stderr[-2000:]
-    return result.stdout
+    return result
+
+
+def _dump_dom(page: Path, profile: Path) -> str:
+    return _run_chromium(page, profile).stdout
 
 
 SPLICED = "<script>document.title = 'PWNED'; document.body.setAttribute('data-pwned', 'yes')</script>"

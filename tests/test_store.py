@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
+
+import pytest
 
 from grader.store import SCHEMA_VERSION, Store
 
@@ -21,14 +24,81 @@ def test_schema_is_versioned_and_wal(tmp_path):
         assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_attempt_ends_its_session_and_best_score(tmp_path):
+def test_a_grade_keeps_its_session_open_and_best_counts_timed_attempts_only(tmp_path):
     with Store(tmp_path / "db.sqlite3") as store:
         session = store.start_session("k", tmp_path / "k.py", 75)
         store.record_attempt(_card("k", 40), source="a", session_id=session.id)
-        store.record_attempt(_card("k", 90), source="b", session_id=None)
-        assert store.active_session("k") is None and store.session(session.id).status == "graded"
-        assert store.best_score("k") == 90
+        store.record_attempt(_card("k", 90), source="b", session_id=None)  # untimed: anyone's file
+        assert store.active_session("k").id == session.id
+        assert store.best_score("k") == 40 and store.best_score("k", timed=False) == 90
         assert [a.score for a in store.attempts("k")] == [90, 40]
+        assert [a.score for a in store.attempts("k", timed=True)] == [40]
+        assert [a.timed for a in store.attempts("k")] == [False, True]
+        store.end_session(session.id, "stopped")
+        ended = store.session(session.id)
+        assert ended.status == "ended" and ended.end_reason == "stopped" and store.active_session("k") is None
+
+
+def test_level_clocks_pass_times_are_the_first_grade_that_passed_and_a_grade_can_end_the_session(tmp_path):
+    from grader import clock
+
+    fake = clock.FakeClock()
+    with clock.use(fake), Store(tmp_path / "db.sqlite3") as store:
+        session = store.start_session("k", "k.py", 75, mode="mock", levels=((1, 30), (2, 25)))
+        assert [(lv.level, lv.revealed_at) for lv in store.session_levels(session.id)] == [(1, fake.t), (2, None)]
+        fake.advance(minutes=10)
+        first = store.record_attempt(_card("k", 100), source="a", session_id=session.id,
+                                     passed_levels=(1,), reveal_level=2)
+        fake.advance(minutes=5)
+        store.record_attempt(_card("k", 100), source="b", session_id=session.id, passed_levels=(1,))
+        level1, level2 = store.session_levels(session.id)
+        assert (level1.passed_at, level1.passed_attempt_id) == (session.started_at + 600, first)  # the first pass
+        assert level2.revealed_at == session.started_at + 600 and level2.passed_at is None
+        store.record_attempt(_card("k", 100), source="c", session_id=session.id, passed_levels=(2,),
+                             end_reason="passed")
+        ended = store.session(session.id)
+        assert ended.status == "ended" and ended.end_reason == "passed" and ended.ended_at == fake.t
+        assert store.mock(session.id).answers is None and store.mock_sessions("k")[0].id == session.id
+
+
+def test_checks_and_mock_records_round_trip(tmp_path):
+    with Store(tmp_path / "db.sqlite3") as store:
+        session = store.start_session("k", "k.py", 75, mode="mock", levels=((1, 30),))
+        assert store.latest_check("k", session.id) is None
+        store.record_check("k", session.id, {1: False, 2: True})
+        assert store.latest_check("k", session.id)[1] == {1: False, 2: True}
+        store.update_mock(session.id, followups=[{"index": 0, "question": "q", "points": ["p"]}],
+                          answers=["a"], marks=[[1]])
+        record = store.mock(session.id)
+        assert record.answers == ["a"] and record.marks == [[1]] and record.followups[0]["question"] == "q"
+        with pytest.raises(ValueError):
+            store.update_mock(session.id, score=1)
+
+
+def test_a_version_1_database_is_migrated_and_keeps_its_history(tmp_path):
+    from grader import store_schema
+
+    db = tmp_path / "db.sqlite3"
+    conn = sqlite3.connect(db)
+    store_schema._run(conn, store_schema._V1)
+    conn.execute("PRAGMA user_version = 1")
+    conn.execute("INSERT INTO sessions VALUES (1, 'k', 'k.py', 1.0, 75, 4501.0, 99.0, 'graded', NULL)")
+    conn.execute("INSERT INTO sessions VALUES (2, 'k', 'k.py', 1.0, 75, 4501.0, 50.0, 'abandoned', NULL)")
+    conn.execute("INSERT INTO sessions VALUES (3, 'k', 'k.py', 1.0, 75, 4501.0, NULL, 'active', 'hw1')")
+    conn.execute("INSERT INTO attempts VALUES (1, 1, 'k', 99.0, 7, 40, 0, 1, 3, 98.0, 4500.0, 0, 'k.py', "
+                 "'src', 'sha', '{}')")
+    conn.execute("INSERT INTO hints (session_id, kata, level, stage, shown_at) VALUES (1, 'k', 1, 0, 5.0)")
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        graded, abandoned, active = (store.session(i) for i in (1, 2, 3))
+        assert (graded.status, graded.end_reason, graded.mode) == ("ended", "graded", "timed")
+        assert (abandoned.status, abandoned.end_reason) == ("abandoned", "restarted")
+        assert active.status == "active" and active.homework == "hw1"
+        assert [a.score for a in store.attempts_for_session(1)] == [40] and store.hints_shown("k", 1) == 1
+        assert store.conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert store.conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
 
 
 def test_a_failed_write_changes_nothing(tmp_path):

@@ -87,13 +87,13 @@ def _decode_cases(impls, device: str, quick: bool) -> list[Case]:
     return cases
 
 
-def _sdpa_gqa(q, k, v, k_rep, v_rep) -> Callable[[], Any]:
+def _sdpa_gqa(q, k, v, k_rep, v_rep, is_causal: bool = False) -> Callable[[], Any]:
     sdpa = torch.nn.functional.scaled_dot_product_attention
     try:
-        sdpa(q, k, v, enable_gqa=True)  # torch >= 2.5 reads the H_kv heads without copying
-        return lambda: sdpa(q, k, v, enable_gqa=True)
+        sdpa(q, k, v, is_causal=is_causal, enable_gqa=True)  # torch >= 2.5 reads the H_kv heads without copying
+        return lambda: sdpa(q, k, v, is_causal=is_causal, enable_gqa=True)
     except (TypeError, RuntimeError):
-        return lambda: sdpa(q, k_rep, v_rep)
+        return lambda: sdpa(q, k_rep, v_rep, is_causal=is_causal)
 
 
 # ----------------------------------------------------------------------------- rope, lora
@@ -251,10 +251,67 @@ def _ppo_cases(impls, device: str, quick: bool) -> list[Case]:
         logprobs, old_logprobs, values, old_values, rewards, mask), {"ops_per_s": float(mask.sum())})
 
 
+# ----------------------------------------------------------------------------- flash-attn
+
+
+def _flash_prefill_cases(impls, device: str, quick: bool) -> list[Case]:
+    """Causal prefill with GQA: your tiled flash_attention vs the reference's, SDPA, and the Triton
+    FlashAttention kernel (the fast reference) on a GPU."""
+    batch, heads, kv_heads, seq_len, head_dim = (1, 4, 2, 64, 16) if quick else \
+        (2, 32, 8, 4096, 128) if device == "cuda" else (1, 8, 2, 1024, 64)
+    block = 16 if quick else 128 if device == "cuda" else 64
+    dtype = _float_dtype(device)
+    q = _randn(batch, heads, seq_len, head_dim, dtype=dtype, device=device, seed=0)
+    k, v = (_randn(batch, kv_heads, seq_len, head_dim, dtype=dtype, device=device, seed=s) for s in (1, 2))
+    workload = (f"causal flash_attention B={batch} H={heads}/{kv_heads} T={seq_len} D={head_dim} "
+                f"tiles {block}x{block} {str(dtype)[6:]}")
+    work = {"tflops": 4.0 * batch * heads * seq_len * seq_len * head_dim / 2}  # causal: half the scores
+    cases = _impl_cases(workload, impls, lambda m: lambda: m.flash_attention(
+        q, k, v, causal=True, block_q=block, block_k=block), work)
+
+    def kernel():
+        from reference.kernels import flash_attention
+        return lambda: flash_attention(q, k, v, causal=True)
+    cases.append(_kernel_case(workload, device, kernel, work))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    k_rep, v_rep = k.repeat_interleave(heads // kv_heads, 1), v.repeat_interleave(heads // kv_heads, 1)
+    cases.append(Case(workload, "torch builtin", _sdpa_gqa(q, k, v, k_rep, v_rep, is_causal=True), work,
+                      variant="scaled_dot_product_attention"))
+    return cases
+
+
+def _flash_decode_cases(impls, device: str, quick: bool) -> list[Case]:
+    """Split-K decode over a paged cache: your flash_decode vs the reference's and the Triton paged
+    decode kernel on a GPU."""
+    batch, heads, kv_heads, head_dim, seq_len, block_size, splits = (2, 4, 2, 16, 40, 8, 2) if quick else \
+        (16, 32, 8, 128, 8192, 16, 8) if device == "cuda" else (4, 8, 2, 64, 2048, 16, 4)
+    dtype = _float_dtype(device)
+    blocks_per_seq = math.ceil(seq_len / block_size)
+    gen = torch.Generator().manual_seed(7)
+    table = torch.randperm(batch * blocks_per_seq, generator=gen).reshape(batch, blocks_per_seq)
+    table = table.to(device=device, dtype=torch.int32)
+    k_cache, v_cache = (_randn(batch * blocks_per_seq, block_size, kv_heads, head_dim, dtype=dtype, device=device,
+                               seed=s) for s in (8, 9))
+    seq_lens = torch.full((batch,), seq_len, dtype=torch.int32, device=device)
+    q = _randn(batch, heads, head_dim, dtype=dtype, device=device, seed=10)
+    workload = (f"flash_decode B={batch} H={heads}/{kv_heads} T={seq_len} D={head_dim} BS={block_size} "
+                f"splits={splits} {str(dtype)[6:]}")
+    work = {"gbps": 2.0 * batch * kv_heads * seq_len * head_dim * k_cache.element_size()}  # K and V read once
+    cases = _impl_cases(workload, impls, lambda m: lambda: m.flash_decode(
+        q, k_cache, v_cache, table, seq_lens, num_splits=splits), work)
+
+    def kernel():
+        from reference.kernels import paged_decode_attention
+        return lambda: paged_decode_attention(q, k_cache, v_cache, table, seq_lens)
+    cases.append(_kernel_case(workload, device, kernel, work))
+    return cases
+
+
 # ----------------------------------------------------------------------------- entry point
 
 _CASES: dict[str, list[Callable[..., list[Case]]]] = {
     "mha": [_prefill_cases, _decode_cases],
+    "flash-attn": [_flash_prefill_cases, _flash_decode_cases],
     "rope": [_rope_cases],
     "lora": [_lora_cases],
     "paged-kv": [_paged_kv_cases],

@@ -78,7 +78,19 @@ def handle_errors(fn: Callable) -> Callable:
             fail(f"internal error: {type(exc).__name__}: {exc}",
                  "this is a bug in kata; run again with `kata --debug ...` and report the traceback")
 
+    wrapper.__doc__ = reflowed(fn.__doc__)
     return wrapper
+
+
+def reflowed(doc: str | None) -> str | None:
+    """A docstring with each paragraph on one line: Typer's help keeps single line breaks,
+    which at 80 columns leave a stub line after every source line."""
+    if not doc:
+        return doc
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
 
 
 def print_json(data: Any) -> None:
@@ -127,7 +139,7 @@ def table(title: str | None = None) -> Table:
     """A table for this console's width: boxed when wide, borderless when compact (the
     borders cost a column each, and a wrapped title column needs them)."""
     if is_compact():
-        return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+        return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
     return Table(title=title)
 
 

@@ -322,6 +322,11 @@ def _judge_env(solution: Path, module: str, test_timeout_s: float, max_examples:
         "PYTHONHASHSEED": "0",
         "MPLBACKEND": "Agg",
     })
+    # One intra-op thread in the judge and the worker (which keeps these two): a suite's
+    # tensors are small, so more threads only wait for each other (twice the CPU time on a
+    # loaded machine), and a CPU-time measurement then sees all the work.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.setdefault("MKL_NUM_THREADS", "1")
     if not env["PYTHONPATH"]:
         del env["PYTHONPATH"]
     if limits is not None:

@@ -12,9 +12,13 @@ Kinds:
 * ``ops``      — torch operations called (functions, methods, operators), counted at the
                  ``__torch_function__`` level: exact, immune to machine noise.
 * ``flops``    — FLOPs as ``torch.utils.flop_counter.FlopCounterMode`` counts them.
-* ``syncs``    — device-to-host synchronisations: ``item``, ``tolist``, ``cpu``, ``numpy``,
-                 ``__bool__``/``__int__``/``__float__``/``__index__`` on a tensor,
-                 ``nonzero``, boolean-mask indexing (its size needs the values).
+* ``syncs``    — device-to-host synchronisations: ``item``, ``tolist``, ``cpu`` (and
+                 ``to("cpu")``), ``numpy``, ``__bool__``/``__int__``/``__float__``/
+                 ``__index__``/``__complex__`` on a tensor, ``equal``/``allclose``/
+                 ``is_nonzero`` (they return a Python bool), and every op whose output size
+                 needs the values: ``nonzero``, ``argwhere``, one-argument ``where``,
+                 ``masked_select``, ``unique``, and boolean-mask indexing ``x[mask]``.
+                 (Writing ``x[mask] = v`` needs no size and is not counted.)
 * ``storages`` — every tensor storage created during the code, as
                  (numel of the storage, shape of the tensor, dtype name); views of existing
                  storages do not count.
@@ -32,7 +36,11 @@ from typing import Any, Callable, Iterator, Protocol
 KINDS = ("ops", "flops", "syncs", "storages", "time")
 
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__",
-                           "__index__", "nonzero", "_local_scalar_dense"})
+                           "__index__", "__complex__", "nonzero", "_local_scalar_dense",
+                           # a Python bool out of tensors
+                           "equal", "allclose", "is_nonzero",
+                           # an output whose size depends on the values
+                           "argwhere", "masked_select", "unique", "unique_consecutive"})
 
 
 @dataclass
@@ -147,7 +155,7 @@ class _FunctionMeter(_Meter):
         class _Mode(TorchFunctionMode):
             def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 meter.ops += 1
-                if count_syncs and _is_sync(func, args):
+                if count_syncs and _is_sync(func, args, kwargs):
                     meter.syncs += 1
                 return func(*args, **(kwargs or {}))
 
@@ -168,11 +176,27 @@ class _FunctionMeter(_Meter):
                 "syncs": self.syncs if self.count_syncs else 0}
 
 
-def _is_sync(func: Any, args: Any) -> bool:
+def _names_cpu(args: Any, kwargs: Any) -> bool:
+    """x.to("cpu"), x.to(torch.device("cpu")), x.to(device="cpu"): a copy to the host."""
+    import torch
+
+    for value in (*args, (kwargs or {}).get("device")):
+        if isinstance(value, str) and value.split(":")[0] == "cpu":
+            return True
+        if isinstance(value, torch.device) and value.type == "cpu":
+            return True
+    return False
+
+
+def _is_sync(func: Any, args: Any, kwargs: Any = None) -> bool:
     import torch
 
     name = getattr(func, "__name__", "")
     if name in _SYNC_METHODS:
+        return True
+    if name == "where" and len(args) == 1:   # torch.where(condition) is nonzero(as_tuple=True)
+        return True
+    if name == "to" and _names_cpu(args[1:], kwargs):
         return True
     if name == "__getitem__" and len(args) > 1:
         index = args[1]
@@ -181,11 +205,27 @@ def _is_sync(func: Any, args: Any) -> bool:
     return False
 
 
+def _without_dynamo_import(import_: Callable[[], Any]) -> Any:
+    """Run `import_()` with torch._disable_dynamo as the identity. Defining a
+    TorchDispatchMode subclass wraps its __torch_dispatch__ in torch._disable_dynamo, which
+    imports torch._dynamo: about 1.5 s of CPU in every process that measures FLOPs. Nothing
+    here is compiled, so the wrapper has nothing to disable."""
+    import torch
+
+    real = torch._disable_dynamo
+    torch._disable_dynamo = lambda fn=None, recursive=True: fn if fn is not None else (lambda f: f)
+    try:
+        return import_()
+    finally:
+        torch._disable_dynamo = real
+
+
 class _FlopMeter(_Meter):
     def __init__(self) -> None:
-        from torch.utils.flop_counter import FlopCounterMode
+        import importlib
 
-        self._mode = FlopCounterMode(display=False)
+        flop_counter = _without_dynamo_import(lambda: importlib.import_module("torch.utils.flop_counter"))
+        self._mode = flop_counter.FlopCounterMode(display=False)
 
     def __enter__(self) -> "_FlopMeter":
         self._mode.__enter__()
@@ -207,6 +247,10 @@ class _StorageMeter(_Meter):
         meter = self
 
         class _Mode(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                return False  # nothing is compiled here: do not import torch._dynamo (~1.5 s)
+
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
                 import torch
                 from torch.utils._pytree import tree_flatten

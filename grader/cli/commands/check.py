@@ -1,4 +1,5 @@
-"""kata check: run the visible examples against your solution (not recorded)."""
+"""kata check: run the visible examples against your solution (not graded; during a mock,
+only the revealed levels' examples). Which levels passed is remembered for `kata hint`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, 
 from grader.cli.progress import RunProgress
 from grader.cli.scorecard import detail_lines, printed_output, unimplemented_levels, unimplemented_lines
 from grader.grading import check as run_examples
+from grader.sessions import expire_if_due, revealed_levels
 from grader.store import Store
 from grader.workspace import solution_path
 
@@ -23,7 +25,9 @@ FileOpt = Annotated[Optional[Path], typer.Option("--file", "-f", help="Check thi
 
 def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt = False,
           json_stream: JsonStreamOpt = False) -> None:
-    """Run the kata's visible examples against your solution; fast, and not recorded."""
+    """Run the kata's visible examples against your solution; fast, and not graded.
+
+    During a mock, only the revealed levels' examples run."""
     json_modes(as_json, json_stream)
     cat = catalog()
     with Store() as store:
@@ -31,10 +35,15 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt =
             kata, session = kata_for_file(file, cat), None
         else:
             kata, session = kata_for(slug, store, cat)
-    path = file or (Path(session.solution_path) if session else solution_path(kata))
-    with RunProgress(kata=kata.slug, suite="examples", file=str(path), seed=0, json_stream=json_stream,
-                     quiet=as_json) as progress:
-        card = run_examples(kata, path, on_event=progress.on_event).to_dict()
+        session = expire_if_due(store, session or store.active_session(kata.slug))
+        levels = revealed_levels(store, session if session and session.status == "active" else None)
+        path = file or (Path(session.solution_path) if session else solution_path(kata))
+        with RunProgress(kata=kata.slug, suite="examples", file=str(path), seed=0, json_stream=json_stream,
+                         quiet=as_json) as progress:
+            card = run_examples(kata, path, levels=levels, on_event=progress.on_event).to_dict()
+        if session is not None and session.status == "active" and \
+                path.resolve() == Path(session.solution_path).resolve():
+            store.record_check(kata.slug, session.id, {lv["level"]: lv["passed"] for lv in card["levels"]})
     last_run.save(card, "check")
     if json_stream:
         progress.end(card)

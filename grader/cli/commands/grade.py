@@ -1,20 +1,29 @@
-"""kata grade: run the hidden suite, show the scorecard, record the attempt."""
+"""kata grade: run the hidden suite, show the scorecard, record the attempt.
+
+In a session the grade counts for the session, which stays open: each level's pass time is
+the first grade that passed it, and the session ends when every level passes. In a mock only
+the revealed levels are graded, and a grade that passes all of them reveals the next."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
 
-from grader.cli import last_run, output
-from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, kata_for, kata_for_file, json_modes
+from grader import clock
+from grader.catalog import Kata
+from grader.cli import last_run, mock_view, output
+from grader.cli.commands import mock as mock_cmd
+from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
 from grader.grading import grade as grade_file
 from grader.grading import new_seed, read_solution
-from grader.store import Store
+from grader.mock import render_level
+from grader.sessions import GradeEffect, deadline_warning, pacing, plan_grade, revealed_levels
+from grader.statement import load_statement
+from grader.store import Session, Store
 from grader.workspace import solution_path
 
 FileOpt = Annotated[Optional[Path], typer.Option(
@@ -25,7 +34,10 @@ SeedOpt = Annotated[Optional[int], typer.Option(
 
 def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = None,
           as_json: JsonOpt = False, json_stream: JsonStreamOpt = False) -> None:
-    """Grade a solution with the hidden suite. Exit 0 when every test passes, 1 otherwise."""
+    """Grade a solution with the hidden suite. Exit 0 when every test passes, 1 otherwise.
+
+    In a session, grade as often as you like: the session stays open until every level
+    passes (or `kata stop`). During a mock only the revealed levels are graded."""
     json_modes(as_json, json_stream)
     cat = catalog()
     with Store() as store:
@@ -34,34 +46,84 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             session = store.active_session(kata.slug)
         else:
             kata, session = kata_for(slug, store, cat)
+        # A running mock hides its later levels from every grade of its kata, any file's.
+        running_mock = session if session is not None and session.is_mock else None
         path = file if file is not None else (Path(session.solution_path) if session else solution_path(kata))
         if session is not None and path.resolve() != Path(session.solution_path).resolve():
             session = None  # grading some other file leaves the session running
         source = read_solution(path)
         seed = new_seed() if seed is None else seed
-        extra = {}
+        extra: dict[str, Any] = {}
         if session is not None:
-            extra = {"time_used_s": time.time() - session.started_at,
+            extra = {"time_used_s": clock.now() - session.started_at,
                      "time_limit_s": session.minutes * 60.0,
                      "hints_used": store.hints_shown(kata.slug, session.id)}
+        levels = revealed_levels(store, running_mock)
         if not (as_json or json_stream):
-            output.console.print(f"grading [bold]{escape(output.shown_path(path))}[/] against {kata.slug}'s hidden suite (seed {seed})")
+            shown = f", levels {', '.join(map(str, sorted(levels)))}" if levels else ""
+            output.console.print(f"grading [bold]{escape(output.shown_path(path))}[/] against {kata.slug}'s "
+                                 f"hidden suite (seed {seed}{shown})")
         with RunProgress(kata=kata.slug, suite="hidden", file=str(path), seed=seed, json_stream=json_stream,
                          quiet=as_json) as progress:
-            card = grade_file(kata, path, seed=seed, on_event=progress.on_event, **extra)
+            card = grade_file(kata, path, seed=seed, on_event=progress.on_event, levels=levels, **extra)
         data = card.to_dict()
-        store.record_attempt(data, source=source, session_id=session.id if session else None)
+        effect = plan_grade(store, session, kata, data) if session is not None else None
+        if effect is not None:
+            data["signal"] = effect.signal  # from the levels' pass times, this grade counted
+            data["session"] = _session_block(session, kata, effect)
+        store.record_attempt(data, source=source, session_id=session.id if session else None,
+                             passed_levels=effect.newly_passed if effect else (),
+                             reveal_level=effect.revealed if effect else None,
+                             end_reason=effect.ended if effect else None)
         last_run.save(data, "grade")
-    if json_stream:
-        progress.end(data)
-    elif as_json:
-        output.print_json(data)
-    else:
-        output.render_scorecard(data)
-        if session is not None:
-            output.console.print("session finished and recorded; `kata history` shows your attempts")
-        output.console.print(f"replay this run: kata grade {kata.slug} --file {escape(output.shown_path(path))} --seed {seed}")
+        ended = store.session(session.id) if effect is not None and effect.ended else None
+        if as_json or json_stream:
+            if ended is not None and ended.is_mock:
+                data["mock"] = mock_cmd.coding_over(store, cat, ended, as_json=True)
+            if json_stream:
+                progress.end(data)
+            else:
+                output.print_json(data)
+        else:
+            output.render_scorecard(data)
+            if effect is not None:
+                _say_session(store, cat, kata, session, effect, data, ended)
+            output.console.print(f"replay this run: kata grade {kata.slug} --file "
+                                 f"{escape(output.shown_path(path))} --seed {seed}")
     raise typer.Exit(output.EXIT_OK if card.passed else output.EXIT_FAILED)
+
+
+def _session_block(session: Session, kata: Kata, effect: GradeEffect) -> dict[str, Any]:
+    """What --json adds about the session: the clocks of the revealed levels, what this grade
+    revealed or ended. A level not revealed is a number only."""
+    block: dict[str, Any] = {
+        "id": session.id, "mode": session.mode, "ended": effect.ended, "overtime": effect.overtime,
+        "levels": pacing(effect.clocks, clock.now(), {lv.level: lv.name for lv in kata.levels}),
+        "revealed_level": None}
+    if effect.revealed is not None:
+        block["revealed_level"] = {"level": effect.revealed,
+                                   "statement": render_level(load_statement(kata), effect.revealed)}
+    return block
+
+
+def _say_session(store: Store, cat, kata: Kata, session: Session, effect: GradeEffect,
+                 data: dict[str, Any], ended: Session | None) -> None:
+    mock_view.print_pacing(data["session"]["levels"])
+    if effect.revealed is not None:
+        mock_view.print_revealed(effect.revealed, data["session"]["revealed_level"]["statement"])
+        return
+    if ended is not None and ended.is_mock:
+        mock_cmd.coding_over(store, cat, ended, as_json=False)
+    elif ended is not None:
+        output.console.print("every level passed: session finished and recorded; `kata history` shows it")
+    elif effect.overtime:
+        output.console.print(f"[red]overtime[/]: this grade is recorded after the deadline; "
+                             f"`kata stop {kata.slug}` ends the session")
+    else:
+        output.console.print(f"the session stays open: fix and `kata grade` again "
+                             f"({output.fmt_duration(session.remaining_s)} left); `kata stop` ends it")
+        if (warning := deadline_warning(session)) is not None:
+            output.console.print(f"[bold yellow]warning:[/] {escape(warning)}")
 
 
 def register(app: typer.Typer) -> None:

@@ -126,7 +126,8 @@ def start(homework_file: HomeworkArg,
     output.console.print(f"[bold green]started[/] {kata.title} for {escape(hw.title)}: edit "
                          f"[bold]{escape(str(session.solution_path))}[/], {nxt.minutes} min (deadline "
                          f"{output.fmt_when(session.deadline)}). `kata show {kata.slug}` for the statement, "
-                         "`kata grade` to finish.")
+                         "`kata grade` as often as you like (the session ends when every level passes, or "
+                         "with `kata stop`).")
 
 
 def _say_open(homework_file: Path, session: Session) -> None:
@@ -134,8 +135,8 @@ def _say_open(homework_file: Path, session: Session) -> None:
     when = f"{output.fmt_duration(left)} left" if left >= 0 else f"{output.fmt_duration(-left)} over time"
     output.console.print(
         f"{session.kata} is already open ({when}); keep editing [bold]{escape(str(session.solution_path))}[/]. "
-        f"`kata grade {session.kata}` finishes it; then `kata homework start {escape(str(homework_file))}` "
-        "opens the next kata.")
+        f"It ends when a grade passes every level, or with `kata stop {session.kata}`; then "
+        f"`kata homework start {escape(str(homework_file))}` opens the next kata.")
 
 
 def status(homework_file: Annotated[Optional[Path], typer.Argument(

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from grader.cli import output
+from grader.cli.commands.mock import refuse_during_mock
 from grader.cli.common import SlugArg, catalog
 from grader.errors import KataError
 from grader.workspace import backup, current_workspace
@@ -19,6 +20,7 @@ def notebook(slug: SlugArg) -> None:
     import jupytext
 
     kata = catalog().get(slug)
+    refuse_during_mock(kata.slug, "the walkthrough")
     shipped = kata.notebook_path
     if not shipped.is_file():
         raise KataError(f"{kata.slug} has no walkthrough yet ({shipped} is missing)",

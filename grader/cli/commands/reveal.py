@@ -8,6 +8,7 @@ import typer
 from rich.syntax import Syntax
 
 from grader.cli import output
+from grader.cli.commands.mock import refuse_during_mock
 from grader.cli.common import ForceOpt, SlugArg, catalog
 from grader.errors import KataError
 from grader.store import Store
@@ -19,11 +20,13 @@ def reveal(slug: SlugArg, force: ForceOpt = False) -> None:
     kata = catalog().get(slug)
     with Store() as store:
         session = store.active_session(kata.slug)
+        if session is not None and session.is_mock:
+            refuse_during_mock(kata.slug, "the reference")  # it holds every level
         if session is not None and not force:
             raise KataError(
                 f"{kata.slug} has an active session ({output.fmt_duration(max(session.remaining_s, 0))} left); "
                 "seeing the reference now is recorded as a reveal in your history",
-                hint=f"`kata grade {kata.slug}` first, or `kata reveal {kata.slug} --force`")
+                hint=f"`kata stop {kata.slug}` ends the session first, or `kata reveal {kata.slug} --force`")
         store.record_reveal(kata.slug, session.id if session else None)
     code = kata.reference_path.read_text(encoding="utf-8")
     if not output.console.is_terminal:

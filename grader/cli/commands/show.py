@@ -1,4 +1,4 @@
-"""kata show: the statement."""
+"""kata show: the statement (during a mock, only the levels revealed so far)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,20 @@ import typer
 from rich.markdown import Markdown
 
 from grader.cli import output
-from grader.cli.common import SlugArg, catalog
+from grader.cli.common import OptionalSlugArg, catalog, kata_for
+from grader.sessions import expire_if_due, revealed_levels
+from grader.statement import render
+from grader.store import Store
 
 
-def show(slug: SlugArg) -> None:
-    """Render a kata's statement."""
-    kata = catalog().get(slug)
+def show(slug: OptionalSlugArg = None) -> None:
+    """Render a kata's statement. During a mock: the framing and the revealed levels only."""
+    with Store() as store:
+        kata, session = kata_for(slug, store, catalog())
+        revealed = revealed_levels(store, expire_if_due(store, session) if session else None)
+    if revealed:
+        output.console.print(Markdown(render(kata, revealed)))
+        return
     output.console.print(Markdown(kata.statement_path.read_text(encoding="utf-8")))
 
 

@@ -12,6 +12,7 @@ from grader.catalog import Kata
 from grader.cli import output
 from grader.cli.common import ForceOpt, SlugArg, catalog
 from grader.errors import KataError
+from grader.mock import mock_stub
 from grader.store import Session, Store
 from grader.workspace import backup, differs_from_stub, solution_path, write_stub, write_support
 
@@ -38,14 +39,16 @@ def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
         f"\n[bold green]started[/] {kata.title} ({kata.slug}): edit [bold]{escape(session.solution_path)}[/]\n"
         f"deadline {output.fmt_when(session.deadline)} ({session.minutes} min)\n"
         f"run the visible examples: [bold]kata check[/]   a hint: [bold]kata hint[/]   "
-        f"grade and finish: [bold]kata grade[/]\n"
+        f"grade: [bold]kata grade[/] (as often as you like; the session ends when every level "
+        f"passes, or with [bold]kata stop[/])\n"
         f"started by accident? [bold]kata start {kata.slug} --force[/] restarts the clock "
         "(your file is backed up first)")
 
 
 def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
-          homework: str | None = None) -> Session:
-    """Write the stub (backing up a changed file when forced) and record a new session."""
+          homework: str | None = None, mode: str = "timed") -> Session:
+    """Write the stub (backing up a changed file when forced) and record a new session
+    (`mode` 'mock': the levels are revealed one at a time)."""
     path = solution_path(kata)
     if differs_from_stub(kata, path):
         if not force:
@@ -54,21 +57,30 @@ def begin(kata: Kata, store: Store, minutes: int, *, force: bool,
                 hint=f"`kata grade {kata.slug}` grades it; `kata start {kata.slug} --force` "
                      "backs it up and starts fresh")
         saved = backup(path)
-        output.console.print(f"backed up your previous file to [bold]{escape(str(saved))}[/]")
-    if not path.exists() or differs_from_stub(kata, path):
+        # On stderr: `kata mock --json` prints one JSON object on stdout.
+        output.err_console.print(f"backed up your previous file to [bold]{escape(str(saved))}[/]")
+    if mode == "mock":
+        # The stub declares every level's API; a mock starts from a file that shows none.
+        write_stub(kata, path, mock_stub(kata))
+    elif not path.exists() or differs_from_stub(kata, path):
         write_stub(kata, path)
     write_support(kata, path.parent)
-    return store.start_session(kata.slug, path, minutes, homework=homework)
+    return store.start_session(kata.slug, path, minutes, homework=homework, mode=mode,
+                               levels=tuple((lv.level, lv.minutes) for lv in kata.levels))
 
 
 def _say_already_active(session: Session) -> None:
     left = session.remaining_s
     when = (f"{output.fmt_duration(left)} left" if left >= 0
             else f"[red]{output.fmt_duration(-left)} over time[/]")
+    if session.is_mock:
+        output.console.print(f"a mock of {session.kata} is running ({when}); `kata mock` shows where you "
+                             f"are, `kata mock --stop` ends it")
+        return
     output.console.print(
         f"{session.kata} already has an active session (started {output.fmt_when(session.started_at)}, "
         f"{when}); keep editing [bold]{escape(session.solution_path)}[/]\n"
-        f"`kata grade {session.kata}` finishes it; `kata start {session.kata} --force` starts over "
+        f"`kata stop {session.kata}` ends it; `kata start {session.kata} --force` starts over "
         "(your file is backed up first)")
 
 

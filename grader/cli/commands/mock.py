@@ -1,0 +1,296 @@
+"""kata mock: a mock interview. Level 1 first; each grade that passes every revealed level
+reveals the next; two follow-up questions when the coding part ends (every level passed, the
+time ran out, or `--stop`); then the debrief."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.markdown import Markdown
+from rich.markup import escape
+
+from grader import clock
+from grader.catalog import Catalog
+from grader.cli import mock_view, output
+from grader.cli.commands.start import begin
+from grader.cli.common import JsonOpt, OptionalSlugArg, catalog
+from grader.debrief import build_debrief
+from grader.errors import KataError
+from grader.mock import ANSWERS_FORMAT, choose_followups, parse_marks, read_answers
+from grader.progress import most_needed
+from grader.sessions import expire_if_due, level_clocks, pacing, revealed_levels, session_signal
+from grader.statement import render
+from grader.store import Session, Store
+
+MinutesOpt = Annotated[Optional[int], typer.Option(
+    "--minutes", min=1, max=24 * 60, help="Length of the whole mock (default: the kata's, 75).")]
+StopOpt = Annotated[bool, typer.Option("--stop", help="End the running mock now: follow-ups, then the debrief.")]
+AnswersOpt = Annotated[Optional[Path], typer.Option(
+    "--answers", help="Answer the follow-up questions from this file (TOML or JSON; see the README).",
+    show_default=False)]
+
+_END_WORDS = {"passed": "every level passed", "stopped": "you stopped it", "time": "the time ran out"}
+
+
+def interactive() -> bool:
+    """Whether the follow-ups can be asked here (a test replaces this)."""
+    return sys.stdin.isatty()
+
+
+def mock(slug: OptionalSlugArg = None, minutes: MinutesOpt = None, stop: StopOpt = False,
+         answers: AnswersOpt = None, as_json: JsonOpt = False) -> None:
+    """A mock interview: the framing and level 1 only, the next level when the revealed ones
+    pass, two follow-up questions at the end, and a debrief.
+
+    Without a slug: the kata you most need (never attempted, then your lowest best score,
+    then the one attempted longest ago). `kata grade` grades the revealed levels; `kata mock`
+    again shows where you are; `--stop` ends it; `--answers FILE` answers the follow-ups."""
+    cat = catalog()
+    with Store() as store:
+        kata_slug = cat.get(slug).slug if slug else None
+        running = _running_mock(store, kata_slug)
+        if running is not None:
+            running = expire_if_due(store, running)
+        if stop:
+            if running is None or running.status != "active":
+                session = running or _waiting_mock(store, kata_slug)
+                if session is None:
+                    raise KataError("no mock is running", hint="`kata mock` starts one")
+            else:
+                store.end_session(running.id, "stopped")
+                session = store.session(running.id)
+            return _end_of_coding(store, cat, session, answers, as_json)
+        if running is not None and running.status == "active":
+            if answers is not None:
+                raise KataError(f"the mock of {running.kata} is still running: the follow-ups come at the end",
+                                hint=f"`kata mock --stop --answers {answers}` ends it and answers")
+            return _show_running(store, cat, running, as_json)
+        if running is not None:  # its time ran out just now
+            return _end_of_coding(store, cat, running, answers, as_json)
+        if answers is not None:
+            waiting = _waiting_mock(store, kata_slug)
+            if waiting is None:
+                raise KataError("no mock is waiting for answers", hint="`kata history --mock` lists your mocks")
+            return _end_of_coding(store, cat, waiting, answers, as_json)
+        # Without a slug, unanswered follow-ups come first; a slug starts a new mock.
+        waiting = None if kata_slug else _waiting_mock(store, None)
+        if waiting is not None and store.mock(waiting.id).answers is None:
+            return _end_of_coding(store, cat, waiting, None, as_json)
+        _start(store, cat, kata_slug, minutes, as_json)
+
+
+def refuse_during_mock(slug: str, what: str) -> None:
+    """KataError when a mock of `slug` is running: `what` would show its later levels."""
+    with Store() as store:
+        running = _running_mock(store, slug)
+        running = expire_if_due(store, running) if running else None
+    if running is not None and running.status == "active":
+        raise KataError(f"a mock of {slug} is running: {what} would show its later levels",
+                        hint="`kata mock --stop` ends the mock first, then run it again")
+
+
+def _running_mock(store: Store, slug: str | None) -> Session | None:
+    mocks = [s for s in store.active_sessions() if s.is_mock and (slug is None or s.kata == slug)]
+    return mocks[-1] if mocks else None
+
+
+def _waiting_mock(store: Store, slug: str | None) -> Session | None:
+    """The newest ended mock whose follow-ups are not answered, or not marked yet."""
+    for session in store.mock_sessions(slug):
+        record = store.mock(session.id)
+        if session.status == "ended" and (record.answers is None or record.marks is None):
+            return session
+        if session.status == "ended":
+            return None
+    return None
+
+
+def _start(store: Store, cat: Catalog, slug: str | None, minutes: int | None, as_json: bool) -> None:
+    reason = None
+    if slug:
+        kata = cat.get(slug)
+    else:
+        # A kata with a timed session open is being practised already.
+        kata, reason = most_needed(cat, store, exclude=frozenset(s.kata for s in store.active_sessions()))
+    timed = store.active_session(kata.slug)
+    if timed is not None:
+        raise KataError(f"{kata.slug} has a timed session open",
+                        hint=f"`kata stop {kata.slug}` ends it, then `kata mock {kata.slug}`")
+    for stale in store.mock_sessions(kata.slug):  # a mock never answered: its debrief as it stands
+        if stale.status == "ended" and store.mock(stale.id).debrief is None:
+            store.update_mock(stale.id, debrief=build_debrief(store, stale, kata, cat), finished_at=clock.now())
+    session = begin(kata, store, minutes or kata.minutes, force=True, mode="mock")
+    statement = render(kata, 1)
+    levels = pacing(level_clocks(store, session, kata), clock.now(), _names(kata))
+    if as_json:
+        output.print_json({"kata": kata.slug, "session_id": session.id, "why": reason,
+                           "minutes": session.minutes, "deadline": session.deadline,
+                           "solution": session.solution_path, "levels": levels, "statement": statement})
+        return
+    if reason:
+        output.console.print(f"[bold]mock interview: {kata.slug}[/] ({escape(reason)})")
+    output.console.print(Markdown(statement))
+    first = kata.levels[0]
+    output.console.print(
+        f"\n[bold green]the clock runs[/]: level 1 ~{first.minutes} min; the whole mock {session.minutes} min, "
+        f"until {output.fmt_when(session.deadline)}. Edit [bold]{escape(session.solution_path)}[/]\n"
+        "`kata check` runs the examples of the revealed levels, `kata grade` grades them; "
+        "`kata mock` shows where you are; `kata mock --stop` ends the mock")
+
+
+def _names(kata) -> dict[int, str]:
+    return {lv.level: lv.name for lv in kata.levels}
+
+
+def _show_running(store: Store, cat: Catalog, session: Session, as_json: bool) -> None:
+    kata = cat.get(session.kata)
+    levels = pacing(level_clocks(store, session, kata), clock.now(), _names(kata))
+    if as_json:
+        output.print_json({"kata": kata.slug, "session_id": session.id, "running": True,
+                           "elapsed_s": round(session.elapsed_s, 1), "remaining_s": round(session.remaining_s, 1),
+                           "levels": levels})
+        return
+    output.console.print(f"mock of {kata.slug} running: {output.fmt_duration(session.elapsed_s)} used, "
+                         f"{output.fmt_duration(session.remaining_s)} left")
+    mock_view.print_pacing(levels)
+    output.console.print("`kata show` prints the statement so far; `kata grade` grades the revealed levels; "
+                         "`kata mock --stop` ends the mock")
+
+
+# ----------------------------------------------------------------------------- the end
+
+
+def coding_over(store: Store, cat: Catalog, session: Session, as_json: bool) -> dict[str, Any]:
+    """Called by `kata grade` when its grade ended the mock: the questions now (asked at once
+    in a terminal), or how to answer them later. Returns what --json adds."""
+    if interactive() and not as_json:
+        _end_of_coding(store, cat, session, None, as_json=False)
+        return {"ended": session.end_reason}
+    questions = _followups(store, cat, session)
+    if not as_json:
+        output.console.print(f"\n[bold]The coding part is over[/] ({_END_WORDS.get(session.end_reason, '')}).")
+        mock_view.print_questions(questions, answers_hint=True)
+    return {"ended": session.end_reason, "followups": [q["question"] for q in questions]}
+
+
+def _followups(store: Store, cat: Catalog, session: Session) -> list[dict[str, Any]]:
+    record = store.mock(session.id)
+    if record.followups is None:
+        kata = cat.get(session.kata)
+        chosen = choose_followups(kata, store, session, revealed_levels(store, session) or {1})
+        store.update_mock(session.id, followups=chosen)
+        return chosen
+    return record.followups
+
+
+def _end_of_coding(store: Store, cat: Catalog, session: Session, answers_path: Path | None,
+                   as_json: bool) -> None:
+    """Ask the follow-ups (from the file, or here), show the answer keys, take the marks,
+    then write and print the debrief."""
+    kata = cat.get(session.kata)
+    questions = _followups(store, cat, session)
+    record = store.mock(session.id)
+    given = read_answers(answers_path, questions) if answers_path is not None else None
+    if not as_json and record.answers is None:
+        output.console.print(f"\n[bold]The coding part is over[/] ({_END_WORDS.get(session.end_reason, '')}).")
+    if record.answers is None and questions:
+        if given is not None:
+            answers = list(given.answers)
+        elif interactive() and not as_json:
+            answers = _ask_answers(questions)
+        else:
+            if as_json:
+                output.print_json({"kata": kata.slug, "session_id": session.id, "waiting_for": "answers",
+                                   "followups": [q["question"] for q in questions], "format": ANSWERS_FORMAT})
+            else:
+                mock_view.print_questions(questions, answers_hint=True)
+            return
+        store.update_mock(session.id, answers=answers)  # before the answer keys are shown
+    elif record.answers is None:
+        store.update_mock(session.id, answers=[], marks=[])
+    elif given is not None and list(given.answers) != record.answers:
+        raise KataError("your answers were recorded already, before the answer keys were shown; "
+                        "only covered = [...] may be added now",
+                        hint=f"keep each answer as it was in {answers_path} and add the covered points")
+    record = store.mock(session.id)
+    key_shown = False
+    if record.marks is None and questions:
+        if given is not None and given.covered is not None:
+            store.update_mock(session.id, marks=[list(c) for c in given.covered])
+        elif interactive() and not as_json and given is None:
+            store.update_mock(session.id, marks=_ask_marks(questions, record.answers))
+            key_shown = True
+        record = store.mock(session.id)
+    debrief = build_debrief(store, session, kata, cat)
+    store.update_mock(session.id, debrief=debrief, finished_at=clock.now())
+    if as_json:
+        output.print_json({"kata": kata.slug, "session_id": session.id, "debrief": debrief})
+        return
+    if questions and not key_shown:
+        mock_view.print_answer_key(questions, record.answers, record.marks)
+    mock_view.print_debrief(debrief)
+
+
+def _ask_answers(questions: list[dict[str, Any]]) -> list[str]:
+    answers = []
+    for i, q in enumerate(questions, start=1):
+        output.console.print(f"\n[bold]{i}. {escape(q['question'])}[/]\n"
+                             "[dim]your answer (end with an empty line):[/]")
+        lines = []
+        while (line := sys.stdin.readline()) and line.strip():
+            lines.append(line.rstrip("\n"))
+        answers.append("\n".join(lines).strip() or "(no answer)")
+    return answers
+
+
+def _ask_marks(questions: list[dict[str, Any]], answers: list[str]) -> list[list[int]]:
+    """Per question: its answer key, then the points the candidate covered."""
+    marks = []
+    for i, q in enumerate(questions, start=1):
+        mock_view.print_answer_key([q], [answers[i - 1]], None, first_number=i)
+        while True:
+            output.console.print(f"question {i}: the numbers of the points you covered "
+                                 f"(e.g. 1, 3; blank for none): ", end="")
+            line = sys.stdin.readline()
+            text = line.strip()
+            try:
+                marks.append(list(parse_marks(text, len(q["points"]), f"question {i}")))
+                break
+            except KataError as exc:
+                output.err_console.print(f"[red]{escape(exc.message)}[/]")
+                if not line:  # end of input: nothing more will come
+                    marks.append([])
+                    break
+    return marks
+
+
+def mock_rows(store: Store, cat: Catalog, slug: str | None = None) -> list[dict[str, Any]]:
+    """`kata history --mock`: every mock with its signal, coverage and debrief."""
+    rows = []
+    for session in store.mock_sessions(slug):
+        if session.kata not in cat.katas:
+            continue
+        kata = cat.katas[session.kata]
+        record = store.mock(session.id)
+        clocks = level_clocks(store, session, kata)
+        debrief = record.debrief if record else None
+        passed = 0
+        for c in clocks:
+            if c.passed_at is None:
+                break
+            passed += 1
+        state = ("running" if session.status == "active" else "done" if debrief
+                 else "awaiting answers")
+        rows.append({"session_id": session.id, "kata": kata.slug, "started_at": session.started_at,
+                     "minutes": session.minutes, "levels_passed": passed, "num_levels": len(kata.levels),
+                     "signal": debrief["signal"] if debrief else session_signal(clocks, session.deadline),
+                     "coverage": debrief["coverage"] if debrief else None, "state": state,
+                     "debrief": debrief})
+    return rows
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mock")(output.handle_errors(mock))

@@ -1,0 +1,206 @@
+"""A mock interview: the levels revealed one at a time, two follow-up questions with an
+answer key at the end, and the debrief.
+
+The rules a mock keeps:
+
+- Only revealed levels are ever shown: statement, hints, scorecards, follow-up questions.
+  A level not reached stays unnamed (its number only), so a later mock of the same kata is
+  still a surprise.
+- The follow-ups are asked when the coding part ends (every level passed, time ran out, or
+  `--stop`); each answer is recorded before its answer key is shown; the candidate then marks
+  the points they covered.
+- Answers can come from a file (``kata mock --answers FILE``), TOML or JSON::
+
+      [[answers]]                 # one table per question, in the order asked
+      answer = "what you would say"
+      covered = [1, 3]            # optional: the numbers of the points you covered
+
+Data only: the CLI asks the questions and prints (grader/cli/commands/mock.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import re
+import tomllib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from grader.catalog import Kata
+from grader.errors import KataError
+from grader.statement import Statement, load_statement
+from grader.store import Session, Store
+
+NUM_FOLLOWUPS = 2
+MAX_ANSWER_CHARS = 20_000
+
+ANSWERS_FORMAT = """\
+# answers.toml: one [[answers]] table per question, in the order asked
+[[answers]]
+answer = \"\"\"
+What you would say to the interviewer.
+\"\"\"
+covered = [1, 3]   # optional: the answer key's points you covered, by number
+
+[[answers]]
+answer = "..."
+"""
+
+
+# ----------------------------------------------------------------------------- statement
+
+
+def render_level(statement: Statement, level: int) -> str:
+    """The markdown of one level as the interviewer adds it: its section, then its own parts
+    of the worked example and the constraints."""
+    section = statement.level(level)
+    blocks = [section.heading, section.body]
+    for name, parts in (("Worked example", statement.worked_example), ("Constraints", statement.constraints)):
+        mine = [p.text.split("\n", 1)[1].strip() if "\n" in p.text else "" for p in parts if p.level == level]
+        mine = [text for text in mine if text]
+        if mine:
+            blocks += [f"### {name} (level {level})", *mine]
+    return "\n\n".join(blocks) + "\n"
+
+
+def mock_stub(kata: Kata) -> str:
+    """The file a mock starts from. The kata's stub declares every level's API, so a mock
+    keeps only its imports and the code it hands over complete (e.g. the scheduler's Request
+    and Batch); the candidate writes level 1 from the statement, as in an interview."""
+    source = kata.stub_path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    imports, given = [], []
+    for node in ast.parse(source).body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        text = "\n".join(lines[first - 1:node.end_lineno])
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.append(text)
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef)) and not any(
+                isinstance(n, ast.Raise) and "NotImplementedError" in ast.unparse(n) for n in ast.walk(node)):
+            given.append(text)
+    header = (f'"""Mock interview: {kata.title}.\n\n'
+              "The statement so far is `kata show`: level 1 now, each later level once the levels\n"
+              "before it pass. Write your solution here; `kata check` runs the revealed levels'\n"
+              'examples and `kata grade` grades them.\n"""')
+    blocks = [header, "\n".join(imports), *given, "# Level 1: write it here (its API is in `kata show`)."]
+    return "\n\n\n".join(b for b in blocks if b) + "\n"
+
+
+# ----------------------------------------------------------------------------- follow-ups
+
+_CODE_BLOCK = re.compile(r"```.*?```", re.S)
+_DECLARED = re.compile(r"\b(?:def|class)\s+([A-Za-z_]\w*)")
+_WORD = re.compile(r"[a-z][a-z-]{3,}")
+
+
+def hidden_terms(statement: Statement, revealed: set[int]) -> set[str]:
+    """Lower-case terms that would give away a level not revealed: its name, the stems of the
+    words of its name (interleav-ing/-ed), and the functions and classes its code declares,
+    less what the framing and the revealed levels already say."""
+    shown_text = " ".join([statement.interview] + [statement.level(n).body for n in revealed]).lower()
+    terms: set[str] = set()
+    for section in statement.levels:
+        if section.number in revealed:
+            continue
+        name = section.name.lower()
+        terms.add(name)
+        terms |= {stem for stem in map(_stem, _WORD.findall(name)) if stem not in shown_text}
+        for block in _CODE_BLOCK.findall(section.body):
+            terms |= {n.lower() for n in _DECLARED.findall(block)
+                      if not n.startswith("__") and n.lower() not in shown_text}
+    return terms
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ion", "ed", "es", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
+            return word[: -len(suffix)]
+    return word
+
+
+def gives_away(text: str, terms: set[str]) -> bool:
+    """Whether `text` mentions a term: a word starting with it (a stem), or the phrase."""
+    text = text.lower()
+    return any(re.search(rf"(?<![\w-]){re.escape(t)}", text) for t in terms)
+
+
+def choose_followups(kata: Kata, store: Store, session: Session, revealed: set[int]) -> list[dict[str, Any]]:
+    """The questions to ask: the kata's follow-ups that give away no hidden level, asked least
+    often in earlier mocks first (ties drawn, seeded by the session so a rerun asks the same)."""
+    statement = load_statement(kata)
+    terms = hidden_terms(statement, revealed)
+    fitting = [i for i, f in enumerate(kata.followups) if not gives_away(" ".join((f.question, *f.points)), terms)]
+    asked: Counter[int] = Counter()
+    for other in store.mock_sessions(kata.slug):
+        record = store.mock(other.id)
+        if other.id != session.id and record and record.followups:
+            asked.update(q["index"] for q in record.followups)
+    draw = random.Random(session.id)
+    order = sorted(fitting, key=lambda i: (asked[i], draw.random()))
+    return [{"index": i, "question": kata.followups[i].question, "points": list(kata.followups[i].points)}
+            for i in order[:NUM_FOLLOWUPS]]
+
+
+@dataclass(frozen=True)
+class AnswersFile:
+    answers: tuple[str, ...]
+    covered: tuple[tuple[int, ...], ...] | None  # None: the file marks nothing yet
+
+
+def read_answers(path: Path, questions: list[dict[str, Any]]) -> AnswersFile:
+    """Parse an answers file for these questions; KataError naming the file and the field."""
+    where = str(path)
+    hint = f"write it as TOML (or the same as JSON):\n{ANSWERS_FORMAT}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KataError(f"cannot read the answers file {where}: {exc}", hint=hint) from exc
+    try:
+        data = json.loads(text) if path.suffix.lower() == ".json" else tomllib.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as exc:
+        raise KataError(f"{where} is not valid {'JSON' if path.suffix.lower() == '.json' else 'TOML'}: {exc}",
+                        hint=hint) from exc
+    items = data.get("answers") if isinstance(data, dict) else None
+    if not isinstance(items, list) or len(items) != len(questions):
+        raise KataError(f"{where}: expected {len(questions)} [[answers]] tables (one per question asked), "
+                        f"found {len(items) if isinstance(items, list) else 'none'}", hint=hint)
+    answers, covered = [], []
+    for i, (item, question) in enumerate(zip(items, questions), start=1):
+        answer = item.get("answer") if isinstance(item, dict) else None
+        if not isinstance(answer, str) or not answer.strip():
+            raise KataError(f"{where}: answers[{i}]: field 'answer' must be non-empty text", hint=hint)
+        if len(answer) > MAX_ANSWER_CHARS:
+            raise KataError(f"{where}: answers[{i}] is longer than {MAX_ANSWER_CHARS} characters")
+        answers.append(answer.strip())
+        covered.append(None if "covered" not in item else
+                       parse_marks(item["covered"], len(question["points"]), f"{where}: answers[{i}]: covered"))
+    marked = [c for c in covered if c is not None]
+    if marked and len(marked) != len(covered):
+        raise KataError(f"{where}: mark every answer or none: add covered = [...] to each [[answers]] "
+                        "(an empty list when you covered no point)")
+    return AnswersFile(tuple(answers), tuple(marked) if marked else None)
+
+
+def parse_marks(value: Any, num_points: int, where: str) -> tuple[int, ...]:
+    """Point numbers 1..num_points, as a list or a text like "1, 3" (blank: none)."""
+    if isinstance(value, str):
+        words = [w for w in re.split(r"[\s,]+", value.strip()) if w]
+        if not all(w.isdigit() for w in words):
+            raise KataError(f"{where}: '{value}' is not a list of point numbers",
+                            hint=f"numbers between 1 and {num_points}, e.g. 1, 3 (blank for none)")
+        value = [int(w) for w in words]
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise KataError(f"{where} must be a list of point numbers, e.g. [1, 3]")
+    if bad := [v for v in value if not 1 <= v <= num_points]:
+        raise KataError(f"{where}: {bad} not among the points 1..{num_points}")
+    return tuple(sorted(set(value)))
+
+
+def coverage(followups: list[dict[str, Any]], marks: list[list[int]] | None) -> dict[str, int] | None:
+    if marks is None:
+        return None
+    return {"covered": sum(len(m) for m in marks), "points": sum(len(q["points"]) for q in followups)}

@@ -1,0 +1,176 @@
+"""A session's clock per level, what a grade does to its session, and the interview signal
+from the levels' pass times.
+
+A session stays open across grades. Each level has a clock: it starts when the level is
+revealed (at the session's start, or in a mock when the levels before it pass) and every
+level before it has passed, and stops at the first grade that passes it. The signal counts
+the levels passed in order before the deadline, so fixing a bug after a first grade is worth
+it, and a grade after the deadline is overtime: recorded, never counted as in time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from grader import clock
+from grader.catalog import Kata
+from grader.engine.report import LevelScore, interview_signal
+from grader.store import Session, SessionLevel, Store
+
+WARN_BEFORE_DEADLINE_S = 5 * 60  # `kata status` warns when this little time is left
+
+
+@dataclass(frozen=True)
+class LevelClock:
+    level: int
+    minutes: int
+    revealed_at: float | None  # None: a mock has not revealed it yet
+    started_at: float | None   # revealed and every level before it passed; None: not started
+    passed_at: float | None    # the first grade that passed it
+
+    @property
+    def revealed(self) -> bool:
+        return self.revealed_at is not None
+
+    def used_s(self, until: float) -> float | None:
+        """Seconds spent on this level: to its first pass, or to `until` while it is open."""
+        if self.started_at is None:
+            return None
+        return max(0.0, (self.passed_at if self.passed_at is not None else until) - self.started_at)
+
+    def over_pace(self, until: float) -> bool:
+        used = self.used_s(until)
+        return used is not None and used > 60 * self.minutes
+
+
+def level_clocks(store: Store, session: Session, kata: Kata) -> list[LevelClock]:
+    """The clocks of every level of the session (a session from before levels were tracked
+    shows every level revealed at its start)."""
+    rows = store.session_levels(session.id) or [
+        SessionLevel(lv.level, lv.minutes, session.started_at, None, None) for lv in kata.levels]
+    return _clocks(rows)
+
+
+def _clocks(rows: list[SessionLevel]) -> list[LevelClock]:
+    out: list[LevelClock] = []
+    previous_passed: float | None = None
+    all_before_passed = True
+    for row in sorted(rows, key=lambda r: r.level):
+        started = None
+        if row.revealed_at is not None and all_before_passed:
+            started = max(row.revealed_at, previous_passed or row.revealed_at)
+        out.append(LevelClock(row.level, row.minutes, row.revealed_at, started, row.passed_at))
+        if row.passed_at is None:
+            all_before_passed = False
+        else:
+            previous_passed = max(previous_passed or row.passed_at, row.passed_at)
+    return out
+
+
+def revealed_levels(store: Store, session: Session | None) -> set[int] | None:
+    """The levels a mock has revealed (the levels to grade and check); None outside a mock."""
+    if session is None or not session.is_mock:
+        return None
+    return {row.level for row in store.session_levels(session.id) if row.revealed_at is not None}
+
+
+def current_level(clocks: list[LevelClock]) -> LevelClock | None:
+    """The lowest revealed level not passed yet (None when every revealed level passed)."""
+    return next((c for c in clocks if c.revealed and c.passed_at is None), None)
+
+
+def session_signal(clocks: list[LevelClock], deadline: float) -> str:
+    """The interview signal from the pass times: levels count in order, and only when passed
+    before the deadline (the rule of grader.engine.report.interview_signal)."""
+    in_time = [LevelScore(c.level, "", c.passed_at is not None and c.passed_at <= deadline, 0, 0, 0)
+               for c in clocks]
+    signal = interview_signal(in_time, overtime=False, timed=True)
+    late = [c.level for c in clocks if c.passed_at is not None and c.passed_at > deadline]
+    if late and not any(lv.passed for lv in in_time[:1]):
+        return "No hire (overtime: level 1 passed after the time ran out)"
+    if late:
+        return f"{signal} (level{'s' if len(late) > 1 else ''} {', '.join(map(str, late))} passed in overtime)"
+    return signal
+
+
+# ----------------------------------------------------------------------------- a grade
+
+
+@dataclass(frozen=True)
+class GradeEffect:
+    """What one grade does to its session."""
+
+    newly_passed: tuple[int, ...]  # levels this grade passed first: their pass time is now
+    revealed: int | None           # the level a mock reveals (every revealed level passed in time)
+    ended: str | None              # 'passed' (every level), 'time' (a mock graded after its deadline)
+    overtime: bool
+    signal: str                    # the session's signal, this grade counted
+    clocks: tuple[LevelClock, ...]
+
+
+def plan_grade(store: Store, session: Session, kata: Kata, card: dict[str, Any]) -> GradeEffect:
+    """Work out what grading `card` now does to the session (store.record_attempt applies it)."""
+    now = clock.now()
+    rows = store.session_levels(session.id) or [
+        SessionLevel(lv.level, lv.minutes, session.started_at, None, None) for lv in kata.levels]
+    graded = {lv["level"]: bool(lv["passed"]) for lv in card["levels"]}
+    newly = tuple(r.level for r in rows if graded.get(r.level) and r.passed_at is None)
+    overtime = now > session.deadline
+    revealed = [r.level for r in rows if r.revealed_at is not None]
+    every_revealed_passes = bool(revealed) and all(graded.get(level) for level in revealed)
+    ended = reveal = None
+    if every_revealed_passes and len(revealed) == len(rows):
+        ended = "passed"
+    elif session.is_mock and overtime:
+        ended = "time"
+    elif session.is_mock and every_revealed_passes:
+        reveal = max(revealed) + 1
+    updated = [SessionLevel(r.level, r.minutes, now if r.level == reveal else r.revealed_at,
+                            now if r.level in newly else r.passed_at, r.passed_attempt_id) for r in rows]
+    clocks = _clocks(updated)
+    return GradeEffect(newly, reveal, ended, overtime, session_signal(clocks, session.deadline), tuple(clocks))
+
+
+def pacing(clocks: list[LevelClock] | tuple[LevelClock, ...], until: float,
+           names: dict[int, str]) -> list[dict[str, Any]]:
+    """Per revealed level: minutes, time used, passed, over pace (JSON-ready). Levels not
+    revealed yet appear as a number only: their names stay hidden."""
+    out = []
+    for c in clocks:
+        if not c.revealed:
+            out.append({"level": c.level, "revealed": False})
+            continue
+        used = c.used_s(until)
+        out.append({"level": c.level, "revealed": True, "name": names.get(c.level, ""),
+                    "minutes": c.minutes, "passed": c.passed_at is not None, "passed_at": c.passed_at,
+                    "used_s": None if used is None else round(used, 1), "over_pace": c.over_pace(until)})
+    return out
+
+
+def deadline_warning(session: Session) -> str | None:
+    """A line for the candidate as the deadline nears or passes (None while time is ample)."""
+    left = session.remaining_s
+    if left < 0:
+        then = ("the mock ends at your next command" if session.is_mock
+                else f"grades from now on are recorded as overtime; `kata stop {session.kata}` ends the session")
+        return f"time is up ({_minutes(-left)} over): {then}"
+    if left <= WARN_BEFORE_DEADLINE_S:
+        return f"{_minutes(left)} left: grade what works now (`kata grade`)"
+    return None
+
+
+def _minutes(seconds: float) -> str:
+    minutes = int(seconds // 60)
+    return f"{minutes} min" if minutes else f"{int(seconds)} s"
+
+
+def expire_if_due(store: Store, session: Session | None) -> Session | None:
+    """End a mock whose time ran out (at its deadline); returns the session as it now is.
+    A timed session stays open after its deadline: later grades are overtime."""
+    if session is None or not session.is_mock or session.status != "active":
+        return session
+    if clock.now() <= session.deadline:
+        return session
+    store.end_session(session.id, "time", at=session.deadline)
+    return store.session(session.id)

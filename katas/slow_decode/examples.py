@@ -1,0 +1,54 @@
+"""Visible examples for the `slow-decode` kata: the worked example of the statement, and the
+first measurement of each level. `kata check` runs them against your file; the hidden suite
+checks much more."""
+
+from __future__ import annotations
+
+from grader.protocol import expect, kata_test
+from grader.suites._measure import count_flops, count_ops, count_syncs
+from slow_decode_model import TinyLM, generate_slow
+
+PROMPTS = [[5, 9, 2], [7]]
+
+
+@kata_test(level=1, category="correctness", description="the worked example: generate_slow's tokens")
+def test_worked_example_tokens(solution):
+    want = [[15, 56, 15, 56, 57, 60], [11, 39, 14, 38, 62, 48]]
+    got = solution.generate(TinyLM(seed=0), PROMPTS, 6)
+    expect(got == want, "generate(TinyLM(seed=0), [[5, 9, 2], [7]], 6) equals generate_slow's tokens",
+           expected=want, got=got)
+
+
+@kata_test(level=1, category="efficiency", description="fewer FLOPs than recomputing the prefix")
+def test_fewer_flops_than_generate_slow(solution):
+    prompts = [[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]]
+    model = TinyLM(seed=0)
+    slow = count_flops(lambda: generate_slow(model, prompts, 10))
+    fast = count_flops(lambda: solution.generate(model, prompts, 10))
+    expect(fast * 3 <= slow, "a KV cache needs less than a third of generate_slow's FLOPs here",
+           expected=f"<= {slow / 3 / 1e6:.2f} MFLOPs", got=f"{fast / 1e6:.2f} MFLOPs")
+
+
+@kata_test(level=2, category="efficiency", description="the same operations per step for 1 and 8 requests")
+def test_ops_per_step_with_more_requests(solution):
+    model = TinyLM(seed=0)
+
+    def per_step(prompts):
+        short = count_ops(lambda: solution.generate(model, prompts, 2))
+        long = count_ops(lambda: solution.generate(model, prompts, 6))
+        return (long - short) / 4
+
+    one, eight = per_step([[5, 9, 2]]), per_step([[5, 9, 2], [7], [1, 2, 3, 4], [8, 8]] * 2)
+    expect(eight <= one + 2, "operations per decoding step do not grow with the number of requests",
+           expected=f"<= {one + 2:.0f}", got=f"{eight:.0f}")
+
+
+@kata_test(level=3, category="correctness", description="the worked example with eos_id=56")
+def test_worked_example_eos(solution):
+    want = [[15, 56], [11, 39, 14, 38, 62, 48]]
+    got = solution.generate(TinyLM(seed=0), PROMPTS, 6, eos_id=56)
+    expect(got == want, "request 0 stops right after its EOS (56, included)", expected=want, got=got)
+    model = TinyLM(seed=0)
+    syncs = count_syncs(lambda: solution.generate(model, PROMPTS, 6, eos_id=56))
+    expect(syncs <= 7, "at most one sync per decoding step (6 steps, plus one)", expected="<= 7",
+           got=syncs)

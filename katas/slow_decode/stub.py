@@ -1,0 +1,51 @@
+"""Slow decode: find and fix the bottlenecks of a generation loop.
+
+`generate_slow` (in slow_decode_model.py, next to this file) is correct greedy decoding
+written the slow way. Write `generate`, returning exactly its tokens, fast:
+
+Level 1  cache the keys and values: prefill each prompt once, then one new token per step
+         attending over cached k, v (total FLOPs at most 1.2x those of a cached reference).
+Level 2  batch the requests: prompts of different lengths together (padding, masks,
+         per-request positions); the ops per step do not grow with requests or heads.
+Level 3  stop early and stay on the device: a request stops after its EOS (included) and
+         costs no FLOPs from the next step on; at most one host sync per decoding step.
+
+Worked example:
+    model = TinyLM(seed=0)
+    generate(model, [[5, 9, 2], [7]], 6)            -> [[15, 56, 15, 56, 57, 60], [11, 39, 14, 38, 62, 48]]
+    generate(model, [[5, 9, 2], [7]], 6, eos_id=56) -> [[15, 56], [11, 39, 14, 38, 62, 48]]
+
+The model's pieces (see slow_decode_model.py):
+    x = model.embed(token_ids, positions)    # (B, T), (B, T) int64 -> (B, T, C)
+    q, k, v = block.qkv(x)                   # 3 x (B, H, T, D)
+    x = x + block.merge_heads(ctx)           # ctx (B, H, T, D) = softmax(q k^T / sqrt(D) + mask) v
+    x = x + block.mlp(x)
+    logits = model.logits(x)                 # (B, T, V)
+
+Constraints: PyTorch only; do not change the model's weights; each prompt is non-empty and
+len(prompt) + max_new_tokens <= model.max_seq_len.
+"""
+
+from __future__ import annotations
+
+import math  # noqa: F401  (1 / math.sqrt(head_dim))
+
+import torch  # noqa: F401
+
+from slow_decode_model import TinyLM, generate_slow  # noqa: F401
+
+
+def generate(model: TinyLM, prompts: list[list[int]], max_new_tokens: int,
+             eos_id: int | None = None) -> list[list[int]]:
+    """Greedy decoding with exactly generate_slow's output, fast.
+
+    model           a TinyLM (float64); use its weights, do not change them
+    prompts         R lists of token ids, each non-empty, lengths may differ
+    max_new_tokens  tokens to generate per request (0 gives R empty lists)
+    eos_id          None, or a token id: a request stops right after generating it
+    Returns R lists: the new tokens of each request (not the prompt), the EOS included.
+    """
+    # TODO level 1: prefill once, keep k and v per block, decode one token per step.
+    # TODO level 2: left-pad all prompts into one batch; mask padding keys; positions per request.
+    # TODO level 3: drop finished rows after each step; one .tolist() per step at most.
+    raise NotImplementedError
