@@ -131,11 +131,9 @@ class Catalog:
 
     def get(self, slug: str) -> Kata:
         """The kata for a slug (or module name); CatalogError naming close matches if unknown."""
-        key = slug.strip()
-        if key in self.katas:
-            return self.katas[key]
+        key = slug.strip().lower()  # slugs are lower case: `kata show PPO` means ppo
         for kata in self.katas.values():
-            if kata.module == key:
+            if key in (kata.slug, kata.module):
                 return kata
         for problem in self.problems:
             if f"katas/{key.replace('-', '_')}/" in problem.message:

@@ -31,15 +31,26 @@ def read_solution(path: Path) -> str:
     if not path.exists():
         raise KataError(f"{path} does not exist",
                         hint="pass the file you wrote, or `kata start <slug>` to create one")
+    if path.is_dir():
+        raise KataError(f"{path} is a folder; a solution is one .py file", hint=_file_in(path))
     if not path.is_file():
-        raise KataError(f"{path} is not a file")
+        raise KataError(f"{path} is not a file", hint="pass the .py file you wrote")
     if path.stat().st_size > MAX_SOLUTION_BYTES:
-        raise KataError(f"{path} is larger than {MAX_SOLUTION_BYTES // 1000} kB; is it the right file?")
+        raise KataError(f"{path} is larger than {MAX_SOLUTION_BYTES // 1000} kB; is it the right file?",
+                        hint="pass the .py file you wrote (the stub is a few kB)")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise KataError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})",
                         hint="save it as UTF-8") from exc
+
+
+def _file_in(folder: Path) -> str:
+    """What to pass instead of a folder: one of its .py files."""
+    found = sorted(p for p in folder.glob("*.py") if not p.name.startswith(("repro_", "_")))
+    if found:
+        return f"name the file, e.g. `--file {found[0]}`" + (f" ({len(found)} .py files there)" if len(found) > 1 else "")
+    return f"{folder} holds no .py file; pass the file you wrote, e.g. `--file {folder / 'paged_kv.py'}`"
 
 
 def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None = None,
@@ -57,7 +68,7 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
     test_limits = None
     if per_test_limits and not fixed:
-        test_limits = _reference_limits(kata, suite, timeout)
+        test_limits = _reference_limits(kata, suite, timeout, on_event)
     outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
@@ -69,9 +80,12 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
         level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
 
 
-def _reference_limits(kata: Kata, suite: Path, ceiling_s: float) -> dict[str, float] | None:
+def _reference_limits(kata: Kata, suite: Path, ceiling_s: float,
+                      on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float] | None:
     """Per-test limits from the reference's times on this suite (measured once per machine)."""
     def measure() -> dict[str, float]:
+        if on_event is not None:  # the first grade on a machine waits for this: say why
+            on_event("note", {"text": "timing the reference once on this machine, for the time limits"})
         outcome = run_suite(suite, kata.reference_path, kata.module, 0, test_timeout_s=ceiling_s,
                             support=kata.support_paths)
         if not all(t.passed for t in outcome.tests):

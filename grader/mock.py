@@ -44,7 +44,7 @@ ANSWERS_FORMAT = """\
 answer = \"\"\"
 What you would say to the interviewer.
 \"\"\"
-covered = [1, 3]   # optional: the numbers of the answer key's points you covered
+covered = [1, 3]   # optional: the answer key's points you covered, by number
 
 [[answers]]
 answer = "..."

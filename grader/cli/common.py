@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,6 +10,7 @@ import typer
 
 from grader.catalog import Catalog, Kata, load_catalog
 from grader.errors import KataError
+from grader.grading import read_solution
 from grader.store import Session, Store
 
 SlugArg = Annotated[str, typer.Argument(help="The kata's slug, e.g. paged-kv (see `kata list`).",
@@ -16,6 +18,8 @@ SlugArg = Annotated[str, typer.Argument(help="The kata's slug, e.g. paged-kv (se
 OptionalSlugArg = Annotated[Optional[str], typer.Argument(
     help="The kata's slug; defaults to the kata of your active session.", show_default=False)]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+JsonStreamOpt = Annotated[bool, typer.Option(
+    "--json-stream", help="Print JSON lines as the tests run: start, each result, end with the scorecard.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Go ahead (your file is backed up first).")]
 
 
@@ -36,14 +40,33 @@ def kata_for(slug: Optional[str], store: Store, cat: Catalog | None = None) -> t
     if len(active) > 1:
         names = ", ".join(s.kata for s in active)
         raise KataError(f"several sessions are active ({names}); name the kata",
-                        hint=f"for example `kata ... {active[0].kata}`")
+                        hint=f"for example `kata {_command_name()} {active[0].kata}`")
     return cat.get(active[0].kata), active[0]
+
+
+def _command_name() -> str:
+    """The running subcommand ("grade"), for messages that show the command to type."""
+    from grader.cli.output import command_name
+
+    return command_name() or "grade"
+
+
+def json_modes(as_json: bool, json_stream: bool) -> None:
+    if as_json and json_stream:
+        raise KataError("--json and --json-stream cannot be used together",
+                        hint="--json prints one object at the end; --json-stream prints one line per "
+                             "event, the last one holding the same scorecard")
 
 
 def kata_for_file(path: Path, cat: Catalog) -> Kata:
     """Infer the kata from a file name (paged_kv.py -> paged-kv)."""
+    if not path.is_file():
+        read_solution(path)  # says what is wrong: missing, a folder, ...
     kata = cat.by_module(path.stem)
     if kata is None:
-        raise KataError(f"cannot tell which kata {path.name} is for",
-                        hint=f"name the kata: `kata grade <slug> --file {path}`")
+        close = difflib.get_close_matches(path.stem.lower(), [k.module for k in cat.katas.values()], n=1)
+        slug = cat.by_module(close[0]).slug if close else "SLUG"
+        raise KataError(f"cannot tell which kata {path.name} is for (its name is none of the katas' modules)",
+                        hint=f"name the kata: `kata {_command_name()} {slug} --file {path}`"
+                             + ("" if close else f", SLUG one of {', '.join(cat.katas)}"))
     return kata

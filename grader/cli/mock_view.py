@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.markdown import Markdown
 from rich.markup import escape
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -33,8 +34,8 @@ def level_line(entry: dict[str, Any]) -> str:
 
 
 def print_pacing(levels: list[dict[str, Any]], indent: str = "  ") -> None:
-    for entry in levels:
-        console.print(indent + level_line(entry))
+    for entry in levels:  # a wrapped line stays under its level, not at column 0
+        console.print(Padding(level_line(entry), (0, 0, 0, len(indent))))
 
 
 def print_revealed(level: int, markdown: str) -> None:
@@ -126,7 +127,7 @@ def print_mock_list(rows: list[dict[str, Any]]) -> None:
     if not rows:
         console.print("no mock interviews yet; `kata mock` starts one")
         return
-    table = Table(title="mock interviews")
+    table = output.table("mock interviews")
     for col in ("date", "kata", "levels", "signal", "follow-ups", "state"):
         table.add_column(col)
     for r in rows:

@@ -6,15 +6,15 @@ import functools
 import json
 import time
 import traceback
+from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 import typer
-from rich.console import Console, Group
+from rich import box
+from rich.console import Console
 from rich.markup import escape
-from rich.panel import Panel
 from rich.progress_bar import ProgressBar
 from rich.table import Table
-from rich.text import Text
 
 from grader.errors import KataError
 
@@ -32,9 +32,31 @@ def set_debug(value: bool) -> None:
 def fail(message: str, hint: str | None = None) -> NoReturn:
     """Print an actionable error and exit with code 2."""
     err_console.print(f"[bold red]error:[/] {escape(message)}")
-    if hint:
-        err_console.print(f"[yellow]next:[/] {escape(hint)}")
+    err_console.print(f"[yellow]next:[/] {escape(hint or _help_hint())}")
     raise typer.Exit(EXIT_USAGE)
+
+
+def command_name() -> str | None:
+    """The running subcommand as typed after `kata` ("grade", "homework review"), or None."""
+    try:  # Typer vendors click; older Typers use click itself
+        from typer._click.globals import get_current_context
+    except ImportError:
+        try:
+            from click import get_current_context
+        except ImportError:
+            return None
+    names = []
+    ctx = get_current_context(silent=True)
+    while ctx is not None and ctx.parent is not None:  # the root's name is the program's
+        names.append(ctx.info_name or "")
+        ctx = ctx.parent
+    return " ".join(reversed(names)) or None
+
+
+def _help_hint() -> str:
+    """The next step when an error names none: the command's own help."""
+    command = command_name()
+    return f"`kata {command + ' ' if command else ''}--help` says what it takes"
 
 
 def handle_errors(fn: Callable) -> Callable:
@@ -56,7 +78,19 @@ def handle_errors(fn: Callable) -> Callable:
             fail(f"internal error: {type(exc).__name__}: {exc}",
                  "this is a bug in kata; run again with `kata --debug ...` and report the traceback")
 
+    wrapper.__doc__ = reflowed(fn.__doc__)
     return wrapper
+
+
+def reflowed(doc: str | None) -> str | None:
+    """A docstring with each paragraph on one line: Typer's help keeps single line breaks,
+    which at 80 columns leave a stub line after every source line."""
+    if not doc:
+        return doc
+    import inspect
+
+    paragraphs = inspect.cleandoc(doc).split("\n\n")
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in paragraphs)
 
 
 def print_json(data: Any) -> None:
@@ -79,15 +113,39 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{sign}{s} s"
 
 
+def shown_path(path: Path | str) -> str:
+    """A path as short as it can be said: relative to the current folder when inside it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
 def fmt_when(timestamp: float | None) -> str:
     if not timestamp:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
 
 
+COMPACT_BELOW_COLUMNS = 100
+
+
+def is_compact() -> bool:
+    """Below 100 columns, tables drop their borders and shorten what they can."""
+    return console.width < COMPACT_BELOW_COLUMNS
+
+
+def table(title: str | None = None) -> Table:
+    """A table for this console's width: boxed when wide, borderless when compact (the
+    borders cost a column each, and a wrapped title column needs them)."""
+    if is_compact():
+        return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    return Table(title=title)
+
+
 def time_bar(elapsed_s: float, total_s: float) -> ProgressBar:
     over = elapsed_s > total_s
-    return ProgressBar(total=total_s, completed=min(elapsed_s, total_s), width=30,
+    return ProgressBar(total=total_s, completed=min(elapsed_s, total_s), width=12 if is_compact() else 30,
                        complete_style="red" if over else "green",
                        finished_style="red" if over else "green")
 
@@ -96,103 +154,17 @@ def time_bar(elapsed_s: float, total_s: float) -> ProgressBar:
 
 
 def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: str | None = None) -> None:
-    """Print a scorecard dict (Scorecard.to_dict()): summary, levels, categories, failures."""
-    console.print(_summary_panel(card, title))
-    console.print(_levels_table(card))
-    console.print(_categories_line(card))
-    failures = [t for t in card["tests"] if not t["passed"]]
-    if card.get("import_error"):
-        console.print(Panel(escape(card["import_error"]), title="your file could not be loaded",
-                            border_style="red"))
-    elif failures:
-        console.print(Text(f"\n{len(failures)} failing propert{'y' if len(failures) == 1 else 'ies'}:",
-                           style="bold red"))
-        for test in failures:
-            console.print(_failure(test))
-    if show_passed:
-        for test in card["tests"]:
-            if test["passed"]:
-                console.print(f"  [green]✓[/] L{test['level']} {escape(test['description'])}")
-    if card.get("output_bytes", 0) > 100_000:
-        console.print(f"[yellow]note:[/] your code printed {card['output_bytes']:,} bytes while graded; "
-                      "remove debug prints, they slow grading down")
+    """Print a scorecard dict (Scorecard.to_dict()); the layout lives in scorecard.py."""
+    from grader.cli.scorecard import render_scorecard as render
+
+    render(card, show_passed=show_passed, title=title)
 
 
-def _summary_panel(card: dict[str, Any], title: str | None) -> Panel:
-    score = card["score"]
-    style = "green" if card["passed"] else ("yellow" if score >= 50 else "red")
-    lines = [f"[bold {style}]{score}/100[/]  {'all hidden tests passed' if card['passed'] else 'some hidden tests failed'}"]
-    if card.get("time_limit_s") is not None:
-        over = " [red](overtime)[/]" if card.get("overtime") else ""
-        lines.append(f"time used {fmt_duration(card.get('time_used_s'))} of "
-                     f"{fmt_duration(card['time_limit_s'])}{over}")
-    lines.append(f"hints used {card.get('hints_used', 0)}   seed {card['seed']}   "
-                 f"graded in {card['duration_s']:.1f} s")
-    if card.get("signal"):
-        lines.append(f"interview signal: [bold]{escape(card['signal'])}[/]")
-    return Panel("\n".join(lines), title=title or escape(f"{card['title']} ({card['kata']})"), expand=False)
+def page(renderable: Any) -> None:
+    """Show `renderable` in the pager ($PAGER, else less) with its colours."""
+    import os
 
-
-def _levels_table(card: dict[str, Any]) -> Table:
-    table = Table(title=None, show_edge=False, pad_edge=False)
-    for col in ("level", "name", "result", "score", "tests"):
-        table.add_column(col)
-    for lv in card["levels"]:
-        result = "[green]passed[/]" if lv["passed"] else "[red]failed[/]"
-        table.add_row(str(lv["level"]), escape(lv["name"]), result, str(lv["score"]),
-                      f"{lv['num_passed']}/{lv['num_tests']}")
-    return table
-
-
-def _categories_line(card: dict[str, Any]) -> Text:
-    parts = [f"{name} {c['passed']}/{c['total']}" for name, c in card["categories"].items()]
-    return Text("by category: " + ", ".join(parts), style="dim")
-
-
-def _failure(test: dict[str, Any]) -> Panel:
-    details = test.get("details") or {}
-    body: list[Any] = [Text(test["message"] or "failed", style="bold")]
-    for key, label in (("input", "input"), ("expected", "expected"), ("got", "got"),
-                       ("where", "where"), ("note", "note"), ("example", "shrunk example")):
-        if details.get(key):
-            body.append(Text.assemble((f"{label}: ", "cyan"), str(details[key])))
-    if test.get("stdout_bytes", 0) > 10_000:
-        body.append(Text(f"your code printed {test['stdout_bytes']:,} bytes in this test", style="yellow"))
-    title = f"[red]✗[/] L{test['level']} {escape(test['category'])}: {escape(test['description'])}"
-    return Panel(Group(*body), title=title, title_align="left", border_style="red")
-
-
-class GradingProgress:
-    """A live progress bar over the hidden tests (only on a terminal)."""
-
-    def __init__(self, label: str, enabled: bool) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.enabled = enabled and console.is_terminal
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=console, transient=True)
-        self.label = label
-        self.task: Any = None
-        self.failed = 0
-
-    def __enter__(self) -> "GradingProgress":
-        if self.enabled:
-            self.progress.start()
-            self.task = self.progress.add_task(self.label, total=None)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.enabled:
-            self.progress.stop()
-
-    def on_event(self, kind: str, data: dict[str, Any]) -> None:
-        if not self.enabled:
-            return
-        if kind == "collected":
-            self.progress.update(self.task, total=len(data["tests"]))
-        elif kind == "note":
-            self.progress.update(self.task, description=data["text"])
-        elif kind == "result":
-            self.failed += 0 if data["passed"] else 1
-            note = f" ({self.failed} failed)" if self.failed else ""
-            self.progress.update(self.task, advance=1, description=f"{self.label}{note}")
+    # less shows colours only with -R; a LESS the user set is theirs to keep.
+    os.environ.setdefault("LESS", "-R")
+    with console.pager(styles=True):
+        console.print(renderable)

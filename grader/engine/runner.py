@@ -105,8 +105,9 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               support: tuple[Path, ...] = ()) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
-    on_event(kind, data) is called with "collected" (data: {"tests": [...]}) and "result"
-    (data: a TestResult dict), for a progress bar.
+    on_event(kind, data) is called, as the judge reports them, with "collected" (data:
+    {"tests": [...]}), "start" (data: the TestResult dict of the test now running, not yet
+    decided) and "result" (data: a TestResult dict), for a progress display.
     """
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-run-") as tmp:
@@ -177,6 +178,9 @@ class _RunState:
             self.import_error = event.get("error")
         elif kind == "start":
             self.current, self.current_started = event["nodeid"], time.monotonic()
+            test = (self.tests or {}).get(str(self.current))
+            if test is not None and self.current not in self.done:
+                self.on_event("start", test.to_dict())
         elif kind == "result":
             details = event.get("details", {})
             self.finish(str(event["nodeid"]), passed=event["passed"] is True,

@@ -34,6 +34,8 @@ MAX_MEMBERS = 64
 
 
 class BundleError(KataError):
+    default_hint = "ask for a bundle made again with `kata homework submit`"
+
     """A bundle cannot be trusted or read; the message says which member and why."""
 
 
@@ -57,7 +59,7 @@ def build_bundle(homework: Homework, store: Store, catalog: Catalog, *, candidat
     """Write the bundle to `out` and return its manifest."""
     candidate = candidate.strip()
     if not candidate or len(candidate) > MAX_NAME_CHARS or not candidate.isprintable():
-        raise KataError("--name must be 1 to 100 printable characters")
+        raise KataError("--name must be 1 to 100 printable characters", hint='for example --name "Ada Lovelace"')
     sessions = store.sessions_for_homework(homework.id)
     entries, files, missing = [], {}, []
     for hw_kata in homework.katas:

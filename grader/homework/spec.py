@@ -46,6 +46,8 @@ MAX_SUITE_BYTES = 200_000
 class HomeworkError(KataError):
     """A homework file is malformed (names the file and the field)."""
 
+    default_hint = "fix the homework file, or ask the coach for a new one (`kata homework new` makes one)"
+
 
 @dataclass(frozen=True)
 class HomeworkKata:

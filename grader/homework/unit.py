@@ -271,9 +271,11 @@ def read_unit_results(paths: list[Path], homework: Homework) -> list[dict[str, A
             raise KataError(f"{file} is not a unit result: {str(exc)[:200]}",
                             hint="pass the files that `kata homework grade-one -o` wrote") from exc
         if not isinstance(result, dict) or result.get("format") != UNIT_FORMAT:
-            raise KataError(f"{file} is not a unit result (format {UNIT_FORMAT})")
+            raise KataError(f"{file} is not a unit result (format {UNIT_FORMAT})",
+                            hint="pass the files that `kata homework grade-one -o` wrote")
         if result.get("homework_id") != homework.id:
-            raise KataError(f"{file} is a result for homework {str(result.get('homework_id'))[:70]}, not {homework.id}")
+            raise KataError(f"{file} is a result for homework {str(result.get('homework_id'))[:70]}, not {homework.id}",
+                            hint="pass --homework the file this result was graded with, or leave this result out")
         seen[(str(result.get("bundle")), str(result.get("bundle_sha256")), str(result.get("kata")))] = result
     if not seen:
         raise KataError("no unit results found", hint="pass the .json files (or their folder) from grade-one")

@@ -26,7 +26,7 @@ def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeat
     from grader.bench import run_bench
 
     if device not in ("cpu", "cuda"):
-        raise KataError(f"--device must be cpu or cuda, not '{device}'")
+        raise KataError(f"--device must be cpu or cuda, not '{device}'", hint="`--device cpu` or `--device cuda`")
     if device == "cuda":
         import torch
 
@@ -36,7 +36,8 @@ def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeat
     refuse_during_mock(kata.slug, "the benchmark's workloads")
     path = file if file is not None else solution_path(kata)
     if file is not None and not path.is_file():
-        raise KataError(f"{path} does not exist")
+        raise KataError(f"{path} does not exist" if not path.exists() else f"{path} is not a file",
+                        hint=f"pass the .py file you wrote, or leave out --file to bench {solution_path(kata)}")
     rows = run_bench(kata.slug, path if path.is_file() else None, device, repeats=repeats)
     if as_json:
         output.print_json({"kata": kata.slug, "device": device, "rows": rows})

@@ -4,13 +4,17 @@ only the revealed levels' examples). Which levels passed is remembered for `kata
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
+from rich.padding import Padding
+from rich.text import Text
 
-from grader.cli import output
-from grader.cli.common import JsonOpt, OptionalSlugArg, catalog, kata_for, kata_for_file
+from grader.cli import last_run, output
+from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
+from grader.cli.progress import RunProgress
+from grader.cli.scorecard import detail_lines, printed_output, unimplemented_levels, unimplemented_lines
 from grader.grading import check as run_examples
 from grader.sessions import expire_if_due, revealed_levels
 from grader.store import Store
@@ -19,10 +23,12 @@ from grader.workspace import solution_path
 FileOpt = Annotated[Optional[Path], typer.Option("--file", "-f", help="Check this file instead.")]
 
 
-def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt = False) -> None:
+def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt = False,
+          json_stream: JsonStreamOpt = False) -> None:
     """Run the kata's visible examples against your solution; fast, and not graded.
 
     During a mock, only the revealed levels' examples run."""
+    json_modes(as_json, json_stream)
     cat = catalog()
     with Store() as store:
         if file is not None and slug is None:
@@ -32,29 +38,48 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt =
         session = expire_if_due(store, session or store.active_session(kata.slug))
         levels = revealed_levels(store, session if session and session.status == "active" else None)
         path = file or (Path(session.solution_path) if session else solution_path(kata))
-        card = run_examples(kata, path, levels=levels).to_dict()
+        with RunProgress(kata=kata.slug, suite="examples", file=str(path), seed=0, json_stream=json_stream,
+                         quiet=as_json) as progress:
+            card = run_examples(kata, path, levels=levels, on_event=progress.on_event).to_dict()
         if session is not None and session.status == "active" and \
                 path.resolve() == Path(session.solution_path).resolve():
             store.record_check(kata.slug, session.id, {lv["level"]: lv["passed"] for lv in card["levels"]})
-    if as_json:
+    last_run.save(card, "check")
+    if json_stream:
+        progress.end(card)
+    elif as_json:
         output.print_json(card)
     else:
-        output.console.print(f"visible examples of {kata.slug} on [bold]{escape(str(path))}[/]:")
-        if card.get("import_error"):
-            output.console.print(f"[red]✗[/] {escape(card['import_error'])}")
-        else:
-            for test in card["tests"]:
-                mark = "[green]✓[/]" if test["passed"] else "[red]✗[/]"
-                output.console.print(f"{mark} L{test['level']} {escape(test['description'])}")
-                if not test["passed"]:
-                    output.console.print(f"    {escape(test['message'])}")
-                    for key in ("input", "expected", "got", "where", "note"):
-                        if test["details"].get(key):
-                            output.console.print(f"    [cyan]{key}:[/] {escape(str(test['details'][key]))}")
-        passed = sum(t["passed"] for t in card["tests"])
-        output.console.print(f"{passed}/{len(card['tests'])} examples pass. The hidden suite checks much "
-                             "more: `kata grade` when you are ready.")
+        _render(kata.slug, path, card)
     raise typer.Exit(output.EXIT_OK if card["passed"] else output.EXIT_FAILED)
+
+
+def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
+    console = output.console
+    console.print(f"visible examples of {slug} on [bold]{escape(output.shown_path(path))}[/]:")
+    if card.get("import_error"):
+        console.print(f"[red]✗[/] {escape(card['import_error'])}")
+    unimplemented = {} if card.get("import_error") else unimplemented_levels(card, noun="examples")
+    if unimplemented:
+        console.print(unimplemented_lines(unimplemented))
+    for test in [] if card.get("import_error") else card["tests"]:
+        if test["level"] in unimplemented:
+            continue
+        mark = "[green]✓[/]" if test["passed"] else "[red]✗[/]"
+        console.print(f"{mark} L{test['level']} {escape(test['description'])}")
+        if test["passed"]:
+            continue
+        body = [Text(test["message"])] + detail_lines(test["details"])
+        for line in body:
+            console.print(Padding(line, (0, 0, 0, 4), expand=False))
+        printed = printed_output(test, indent="    ")
+        if printed is not None:
+            console.print(printed)
+        if test["details"].get("snippet"):
+            console.print(Text.assemble(("    reproduce: ", "cyan"), f"kata repro --test {test['name']}"))
+    passed = sum(t["passed"] for t in card["tests"])
+    console.print(f"{passed}/{len(card['tests'])} examples pass. The hidden suite checks much "
+                  "more: `kata grade` when you are ready.")
 
 
 def register(app: typer.Typer) -> None:

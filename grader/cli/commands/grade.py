@@ -14,9 +14,10 @@ from rich.markup import escape
 
 from grader import clock
 from grader.catalog import Kata
-from grader.cli import mock_view, output
+from grader.cli import last_run, mock_view, output
 from grader.cli.commands import mock as mock_cmd
-from grader.cli.common import JsonOpt, OptionalSlugArg, catalog, kata_for, kata_for_file
+from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
+from grader.cli.progress import RunProgress
 from grader.grading import grade as grade_file
 from grader.grading import new_seed, read_solution
 from grader.mock import render_level
@@ -32,11 +33,12 @@ SeedOpt = Annotated[Optional[int], typer.Option(
 
 
 def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = None,
-          as_json: JsonOpt = False) -> None:
+          as_json: JsonOpt = False, json_stream: JsonStreamOpt = False) -> None:
     """Grade a solution with the hidden suite. Exit 0 when every test passes, 1 otherwise.
 
     In a session, grade as often as you like: the session stays open until every level
     passes (or `kata stop`). During a mock only the revealed levels are graded."""
+    json_modes(as_json, json_stream)
     cat = catalog()
     with Store() as store:
         if file is not None and slug is None:
@@ -57,11 +59,12 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                      "time_limit_s": session.minutes * 60.0,
                      "hints_used": store.hints_shown(kata.slug, session.id)}
         levels = revealed_levels(store, running_mock)
-        if not as_json:
+        if not (as_json or json_stream):
             shown = f", levels {', '.join(map(str, sorted(levels)))}" if levels else ""
-            output.console.print(f"grading [bold]{escape(str(path))}[/] against {kata.slug}'s hidden suite "
-                                 f"(seed {seed}{shown})")
-        with output.GradingProgress(f"{kata.slug}: hidden tests", enabled=not as_json) as progress:
+            output.console.print(f"grading [bold]{escape(output.shown_path(path))}[/] against {kata.slug}'s "
+                                 f"hidden suite (seed {seed}{shown})")
+        with RunProgress(kata=kata.slug, suite="hidden", file=str(path), seed=seed, json_stream=json_stream,
+                         quiet=as_json) as progress:
             card = grade_file(kata, path, seed=seed, on_event=progress.on_event, levels=levels, **extra)
         data = card.to_dict()
         effect = plan_grade(store, session, kata, data) if session is not None else None
@@ -72,16 +75,21 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                              passed_levels=effect.newly_passed if effect else (),
                              reveal_level=effect.revealed if effect else None,
                              end_reason=effect.ended if effect else None)
+        last_run.save(data, "grade")
         ended = store.session(session.id) if effect is not None and effect.ended else None
-        if as_json:
+        if as_json or json_stream:
             if ended is not None and ended.is_mock:
                 data["mock"] = mock_cmd.coding_over(store, cat, ended, as_json=True)
-            output.print_json(data)
+            if json_stream:
+                progress.end(data)
+            else:
+                output.print_json(data)
         else:
             output.render_scorecard(data)
             if effect is not None:
                 _say_session(store, cat, kata, session, effect, data, ended)
-            output.console.print(f"replay this run: kata grade {kata.slug} --file {escape(str(path))} --seed {seed}")
+            output.console.print(f"replay this run: kata grade {kata.slug} --file "
+                                 f"{escape(output.shown_path(path))} --seed {seed}")
     raise typer.Exit(output.EXIT_OK if card.passed else output.EXIT_FAILED)
 
 

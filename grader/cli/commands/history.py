@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from grader.cli import mock_view, output
 from grader.cli.commands.mock import mock_rows
@@ -55,18 +54,21 @@ def history(slug: OptionalSlugArg = None, limit: LimitOpt = 50, mock: MockOpt = 
         output.console.print("no attempts yet; `kata start <slug>` then `kata grade`")
         return
     title = f"attempts at {kata_slug}" if kata_slug else "attempts"
-    table = Table(title=title)
+    table = output.table(title)
     # The seed is in --json (and in each grade's replay line): the file graded matters more here.
-    columns = ("date", "kind", "score", "levels", "time used", "hints", "file")
+    # Below 100 columns: the date without its year, shorter headers; only the file wraps.
+    compact = output.is_compact()
+    columns = ("date", "kind", "score", "levels", "used" if compact else "time used", "hints", "file")
     for col in columns if kata_slug else ("date", "kata", *columns[1:]):
-        table.add_column(col, overflow="fold", no_wrap=col in ("date", "kind", "score", "levels", "hints"))
+        table.add_column(col, overflow="fold", no_wrap=col != "file")
     for a in attempts:
         used = "-" if a.time_used_s is None else output.fmt_duration(a.time_used_s)
         if a.time_used_s is not None and a.time_limit_s and a.time_used_s > a.time_limit_s:
             used = f"[red]{used}[/]"
         cells = [kind[a.session_id], str(a.score), f"{a.levels_passed}/{a.num_levels}", used,
                  str(a.hints_used), escape(_short(a.solution_path))]
-        table.add_row(output.fmt_when(a.graded_at), *([] if kata_slug else [a.kata]), *cells)
+        when = output.fmt_when(a.graded_at)
+        table.add_row(when[5:] if compact else when, *([] if kata_slug else [a.kata]), *cells)
     output.console.print(table)
     if kata_slug and not slug:
         output.console.print("[dim]the kata of your active session; `kata history --all` shows every kata[/]")

@@ -276,7 +276,8 @@ def _expand(paths: list[Path]) -> list[Path]:
         if path.is_dir():
             found = sorted(path.glob("*.zip"))
             if not found:
-                raise KataError(f"{path} holds no bundles (*.kata.zip)")
+                raise KataError(f"{path} holds no bundles (*.kata.zip)",
+                                hint="name the bundles, or the folder the candidates' *.kata.zip files are in")
             out.extend(found)
         else:
             out.append(path)

@@ -28,15 +28,7 @@ def list_katas(as_json: JsonOpt = False) -> None:
     if as_json:
         output.print_json({"katas": rows, "problems": [p.message for p in cat.problems]})
         return
-    table = Table(title="katas")
-    for col in ("slug", "title", "levels", "minutes", "difficulty", "best", "untimed", "last attempt"):
-        table.add_column(col)
-    for r in rows:
-        best = "-" if r["best_score"] is None else str(r["best_score"])
-        untimed = "-" if r["best_untimed"] is None else str(r["best_untimed"])
-        table.add_row(r["slug"], escape(r["title"]), str(r["levels"]), str(r["minutes"]),
-                      r["difficulty"], best, untimed, output.fmt_when(r["last_attempt"]))
-    output.console.print(table)
+    output.console.print(_table(rows, compact=output.is_compact()))
     output.console.print("[dim]best: your own timed attempts (sessions and mocks) that graded every "
                          "level; untimed: `kata grade --file` runs[/]")
     for problem in cat.problems:
@@ -47,6 +39,29 @@ def list_katas(as_json: JsonOpt = False) -> None:
         suggestion = "paged-kv" if "paged-kv" in fresh else fresh[0]
         output.console.print(f"start one with [bold]kata start {suggestion}[/], or let "
                              "[bold]kata mock[/] pick one for an interview")
+
+
+def _table(rows: list[dict], compact: bool) -> Table:
+    """Below 100 columns: no borders, no levels or difficulty column (`kata show` has them),
+    short headers and the date without the time, so that the title (the only column that
+    wraps) keeps nearly half the width."""
+    columns = [("slug", "slug"), ("title", "title"), ("levels", "levels"), ("minutes", "minutes"),
+               ("difficulty", "difficulty"), ("best", "best"), ("untimed", "untimed"), ("last", "last attempt")]
+    table = output.table("katas")
+    if compact:
+        columns = [("slug", "slug"), ("title", "title"), ("minutes", "min"), ("best", "best"),
+                   ("untimed", "untimed"), ("last", "last")]
+    for key, header in columns:
+        table.add_column(header, no_wrap=key != "title", ratio=1 if key == "title" else None)
+    for r in rows:
+        last = output.fmt_when(r["last_attempt"])
+        cells = {"slug": r["slug"], "title": escape(r["title"]), "levels": str(r["levels"]),
+                 "minutes": str(r["minutes"]), "difficulty": r["difficulty"],
+                 "best": "-" if r["best_score"] is None else str(r["best_score"]),
+                 "untimed": "-" if r["best_untimed"] is None else str(r["best_untimed"]),
+                 "last": last.split(" ")[0] if compact else last}
+        table.add_row(*(cells[key] for key, _ in columns))
+    return table
 
 
 def register(app: typer.Typer) -> None:

@@ -23,7 +23,8 @@ def notebook(slug: SlugArg) -> None:
     refuse_during_mock(kata.slug, "the walkthrough")
     shipped = kata.notebook_path
     if not shipped.is_file():
-        raise KataError(f"{kata.slug} has no walkthrough yet ({shipped} is missing)")
+        raise KataError(f"{kata.slug} has no walkthrough yet ({shipped} is missing)",
+                        hint="`kata list` shows the katas; `kata show <slug>` and `kata reveal <slug>` work for every one")
     folder = current_workspace().notebooks_dir
     source = folder / shipped.name
     try:

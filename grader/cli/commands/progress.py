@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from grader.cli import output
 from grader.cli.common import JsonOpt, catalog
@@ -47,7 +46,7 @@ def progress(html_file: HtmlOpt = None, as_json: JsonOpt = False) -> None:
                            "next": None if suggestion is None else {"kata": suggestion[0], "why": suggestion[1]},
                            "html": None if html_file is None else str(html_file)})
         return
-    table = Table(title="progress")
+    table = output.table("progress")
     for col in ("kata", "levels", "best", "untimed", "fastest per level", "mocks", "hints"):
         table.add_column(col)
     for r in rows:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 from rich.syntax import Syntax
 
@@ -13,7 +15,8 @@ from grader.store import Store
 
 
 def reveal(slug: SlugArg, force: ForceOpt = False) -> None:
-    """Show the reference implementation with syntax highlighting."""
+    """Show the reference implementation: in a pager on a terminal ($PAGER, else less; PAGER=cat
+    prints it), the plain file when piped or redirected."""
     kata = catalog().get(slug)
     with Store() as store:
         session = store.active_session(kata.slug)
@@ -26,7 +29,14 @@ def reveal(slug: SlugArg, force: ForceOpt = False) -> None:
                 hint=f"`kata stop {kata.slug}` ends the session first, or `kata reveal {kata.slug} --force`")
         store.record_reveal(kata.slug, session.id if session else None)
     code = kata.reference_path.read_text(encoding="utf-8")
-    output.console.print(Syntax(code, "python", line_numbers=True, word_wrap=False))
+    if not output.console.is_terminal:
+        # Piped or redirected: the file exactly, so `kata reveal x > ref.py` runs and no line
+        # is ever cut to a console width.
+        sys.stdout.write(code)
+        sys.stdout.flush()
+        return
+    # Long lines wrap under their number instead of being cropped; the pager scrolls.
+    output.page(Syntax(code, "python", line_numbers=True, word_wrap=True))
 
 
 def register(app: typer.Typer) -> None:

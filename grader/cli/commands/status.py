@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from grader import clock
 from grader.cli import mock_view, output
@@ -37,15 +36,15 @@ def status(as_json: JsonOpt = False) -> None:
     if not rows:
         output.console.print("no active session; `kata start <slug>` begins one (`kata list` shows the katas)")
         return
-    table = Table(title="active sessions")
+    table = output.table("active sessions")
     for col in ("kata", "file", "elapsed", "remaining", "time"):
-        table.add_column(col)
+        table.add_column(col, overflow="fold" if col == "file" else "ellipsis", no_wrap=col != "file")
     for s, _, _ in rows:
         total = s.minutes * 60
         remaining = (output.fmt_duration(s.remaining_s) if s.remaining_s >= 0
                      else f"[bold red]OVERTIME {output.fmt_duration(-s.remaining_s)}[/]")
         name = f"{s.kata} (mock)" if s.is_mock else s.kata
-        table.add_row(name, s.solution_path, output.fmt_duration(s.elapsed_s), remaining,
+        table.add_row(name, output.shown_path(s.solution_path), output.fmt_duration(s.elapsed_s), remaining,
                       output.time_bar(s.elapsed_s, total))
     output.console.print(table)
     for s, levels, warning in rows:

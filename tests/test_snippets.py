@@ -1,0 +1,151 @@
+"""The reproduction snippet of a failure, as `kata repro` writes it, runs next to the graded
+file and prints what the scorecard reported as "got": one corpus bug per kata.
+
+Each case is graded with the levels up to the bug's own (as the corpus tests do), the
+snippet is written by `kata repro` next to a copy of the buggy file named as the kata's
+module, and run in a fresh interpreter whose only way to the code is that folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from grader.cli import last_run
+from grader.cli.app import app
+from tests.kata_testing import corpus_file, corpus_manifest, grade_file, kata
+
+# Gaps of the snippet renderer (grader/engine/transcript.py, not the CLI's): strict, so that
+# a fix shows up as a failure here and the mark is removed.
+_EARLIER_CALL = pytest.mark.xfail(strict=True, reason=(
+    "transcript: a function or class the module proxy cached in an earlier example renders as "
+    "'<an object from an earlier call: ...>' (see _Names.of)"))
+_TEST_MODULE = pytest.mark.xfail(strict=True, reason=(
+    "transcript: an nn.Module built by the test (LoRALinear's base) renders as "
+    "'<a Linear module built by the test>'"))
+
+# (kata, buggy file, the failing test whose snippet is run); one per kata, then the gaps
+CASES = [
+    ("paged-kv", "buggy_block_count_floor_plus_one.py", "test_block_table_is_a_fresh_list"),
+    ("mha", "buggy_softmax_query_axis.py", "test_scale_argument_multiplies_scores"),
+    ("rope", "buggy_exponent_without_two.py", "test_rotate_half_worked_example"),
+    ("sampling", "buggy_top_p_one_still_filters.py", "test_top_p_one_disables_top_p"),
+    ("scheduler", "buggy_budget_counts_requests.py", "test_token_budget_respected"),
+    pytest.param("lora", "buggy_B_random_init.py", "test_init_output_equals_base", marks=_TEST_MODULE, id="lora"),
+    ("ppo", "buggy_ratio_inverted.py", "test_policy_loss_worked_example"),
+    pytest.param("sampling", "buggy_top_p_drops_crossing_token.py", "test_top_p_keeps_the_crossing_token",
+                 marks=_EARLIER_CALL, id="sampling-function-from-an-earlier-example"),
+]
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+|inf|nan)"
+
+
+def got_forms(got: str) -> list[str]:
+    """The ways a reported "got" can appear in what the snippet prints: as it is, unquoted,
+    the value of "returned X"."""
+    text = str(got).strip()
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    forms = [text]
+    returned = re.fullmatch(r"returned (.*)", text, flags=re.DOTALL)
+    if returned:
+        forms.append(returned.group(1))
+    return forms
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(n) for n in re.findall(_NUMBER, text, flags=re.IGNORECASE)]
+
+
+def _printed_numbers(stdout: str) -> list[float]:
+    """Every number the snippet printed, in order, without those of dtype and device names."""
+    text = re.sub(r"dtype=torch\.\w+|device='[^']*'|grad_fn=<\w+>|requires_grad=True", "", stdout)
+    return _numbers(re.sub(r"[A-Za-z_]\w*\d\w*", "", text))  # float64, q97: not values
+
+
+def _contains_close(haystack: list[float], needle: list[float]) -> bool:
+    """`needle` appears in `haystack` as a run, each value within rounding: the scorecard
+    rounds to 6 significant digits, torch prints 4 decimals."""
+    def close(x: float, y: float) -> bool:
+        return x == y or abs(x - y) <= 1e-3 + 1e-3 * abs(y)
+    n = len(needle)
+    return n > 0 and any(all(close(haystack[i + j], needle[j]) for j in range(n))
+                         for i in range(len(haystack) - n + 1))
+
+
+def prints_got(got: str, stdout: str) -> bool:
+    """True when the snippet's output shows the reported value: the same line; for a tensor
+    (also inside a sentence: "kept mass 0.5 in tensor([...])"), its values in order; for a
+    summary ending in a dict ("3 tokens: {'prefill': {...}, ...}"), each of its values."""
+    lines = [line.strip() for line in stdout.splitlines()]
+    for form in got_forms(got):
+        if form in lines:
+            return True
+        tensor = re.search(r"(?:torch\.)?tensor\((\[.*\]|[^,\[\]]+)", form, flags=re.DOTALL)
+        if tensor:
+            if _contains_close(_printed_numbers(stdout), _numbers(tensor.group(1))):
+                return True
+            continue
+        summary = re.search(r"(\{.*\})\s*$", form, flags=re.DOTALL)
+        try:
+            values = ast.literal_eval(summary.group(1)) if summary else None
+        except (ValueError, SyntaxError):
+            values = None
+        if isinstance(values, dict) and values and all(repr(v) in stdout for v in values.values()):
+            return True
+    return False
+
+
+def repro_script(slug: str, buggy: Path, test: str, folder: Path, level: int) -> tuple[Path, str]:
+    """Grade a copy of `buggy` named as the kata's module, let `kata repro` write the snippet
+    of `test` next to it; the script and the reported "got"."""
+    solution = folder / f"{kata(slug).module}.py"
+    shutil.copy(buggy, solution)
+    for support in kata(slug).support_paths:
+        shutil.copy(support, folder / support.name)
+    card = grade_file(slug, solution, levels=frozenset(range(1, level + 1))).to_dict()
+    failure = next(t for t in card["tests"] if t["name"] == test)
+    assert not failure["passed"], f"{buggy.name} passes {test}"
+    last_run.save(card, "grade")
+    result = CliRunner().invoke(app, ["repro", slug, "--test", test], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return folder / f"repro_{test.removeprefix('test_')}.py", str(failure["details"]["got"])
+
+
+def run_alone(script: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no way to the grader or reference
+    return subprocess.run([sys.executable, script.name], cwd=script.parent, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+@pytest.mark.parametrize("slug, buggy_name, test", CASES,
+                         ids=[c[0] if isinstance(c, tuple) else None for c in CASES])
+def test_the_snippet_runs_next_to_the_buggy_file_and_prints_got(slug, buggy_name, test, tmp_path):
+    entry = next(e for e in corpus_manifest(slug).buggy if e.file == buggy_name)
+    script, got = repro_script(slug, corpus_file(slug, buggy_name), test, tmp_path, entry.level)
+    ast.parse(script.read_text())  # no placeholder in it
+    ran = run_alone(script)
+    assert ran.returncode == 0, f"{script.name} failed:\n{ran.stderr[-2000:]}\n--- script ---\n{script.read_text()}"
+    assert prints_got(got, ran.stdout), f"got {got!r} is not in what it printed:\n{ran.stdout[-2000:]}"
+
+
+def test_prints_got_can_tell_a_different_value():
+    assert prints_got("tensor([[[[7.0]]]], shape=(1, 1, 1, 1), dtype=float32)", "tensor([[[[7.]]]])\n")
+    assert not prints_got("tensor([[[[7.0]]]], shape=(1, 1, 1, 1), dtype=float32)", "tensor([[[[7.5]]]])\n")
+    assert not prints_got("tensor([0.5, 0.25])", "tensor([0.5000])\n")
+    assert prints_got("torch.tensor([-0.8125, 0., 0.], dtype=torch.float64)",
+                      "(tensor(-0.8125, dtype=torch.float64), tensor(0., dtype=torch.float64), tensor(0.))")
+    assert prints_got("'returned 0'", "True\n0\n") and not prints_got("'returned 0'", "True\n[0]\n")
+    assert prints_got("torch.tensor([[-inf, 2., -inf]])", "tensor([[-inf, 2.0000, -inf]])")
+    assert prints_got("'kept mass 0.5 in tensor([[-0.6931,    -inf]])'", "tensor([[-0.6931,    -inf]])\n")
+    summary = "3 tokens: {'prefill': {'q97': 2, 'q98': 1}, 'decode': []}"
+    assert prints_got(summary, "None\nBatch(prefill={'q97': 2, 'q98': 1}, decode=[])\n")
+    assert not prints_got(summary, "None\nBatch(prefill={'q97': 1, 'q98': 1}, decode=[])\n")
