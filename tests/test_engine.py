@@ -184,3 +184,14 @@ def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objec
         "test_list_appended_through_a_temporary": (True, ""),
         "test_candidate_writes_through_data": (True, ""),
         "test_judge_writes_through_data": (True, "")}
+
+
+def test_a_slow_import_is_timed_on_its_own_clock_not_the_tests():
+    """The worker imports the candidate's file inside the first test (and again in the test
+    after a hang): an import slower than that test's limit, as importing torch is on a loaded
+    machine, is not "a loop at module level" — the flat limit applies to it."""
+    outcome = run_suite(SUITE, FIXTURES / "slow_import.py", "toy", 1, test_timeout_s=10.0,
+                        test_limits={"test_add": 1.0, "test_scale": 1.0, "test_zero": 1.0})
+    tests = by_name(outcome)
+    assert tests["test_add"].passed and tests["test_scale"].passed, {
+        n: t.message for n, t in tests.items()}

@@ -137,7 +137,7 @@ class _Worker:
         assert self.process is not None
         _stream.write(event="import_start")
         try:
-            ok, value, _ = self.process.hello()
+            ok, value, _ = _on_own_clock(self.process.hello)
         except KataTimeout:
             self.import_error = "importing your file did not finish in time (a loop at module level?)"
             self.kill()
@@ -280,17 +280,42 @@ def reference() -> Any:
 
 
 _pending: dict[str, dict[str, Any]] = {}
+_deadline = [0.0]  # the running test's deadline (time.monotonic()), moved on by an import
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
     raise KataTimeout()
 
 
+def _on_own_clock(start: Any) -> Any:
+    """Import the candidate's file with its own limit (the flat per-test limit), the running
+    test's alarm paused: after a hang the worker is restarted inside the next test, and an
+    import slowed by a loaded machine must not read as "a loop at module level" against a
+    limit made for that test's calls. The test's remaining time resumes after the import."""
+    remaining, _ = signal.getitimer(signal.ITIMER_REAL)
+    handler = signal.getsignal(signal.SIGALRM)
+    t0 = time.monotonic()
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, _test_timeout_s(), 0)
+    try:
+        result = start()
+    except BaseException:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, handler)
+        raise
+    signal.setitimer(signal.ITIMER_REAL, 0, 0)
+    signal.signal(signal.SIGALRM, handler)
+    _deadline[0] += time.monotonic() - t0  # the probes' deadline moves by the import's time
+    if remaining > 0:
+        signal.setitimer(signal.ITIMER_REAL, remaining, 0)
+    return result
+
+
 def _arm(item: pytest.Item) -> None:
     """The test's alarm: at its limit; after an earlier hang, also every PROBE_S seconds to
     check whether this test is stuck at the same place (then it is cut at once)."""
     limit = _limit_for(item)
-    deadline = time.monotonic() + limit
+    _deadline[0] = time.monotonic() + limit
     signal.signal(signal.SIGALRM, _on_alarm)
     if not _known_hangs or limit <= PROBE_S + 0.5:
         signal.setitimer(signal.ITIMER_REAL, limit, 0)
@@ -300,7 +325,7 @@ def _arm(item: pytest.Item) -> None:
         same = _same_hang()
         if same is not None:
             raise KataTimeout(same)
-        left = deadline - time.monotonic()
+        left = _deadline[0] - time.monotonic()
         if left <= 0:
             raise KataTimeout()
         signal.signal(signal.SIGALRM, probe if left > PROBE_S + 0.5 else _on_alarm)

@@ -175,6 +175,8 @@ class _RunState:
             self.importing = True
         elif kind == "import_done":
             self.importing = False
+            # The import ran on its own clock (the flat limit): the test's starts now.
+            self.current_started = time.monotonic()
             self.import_error = event.get("error")
         elif kind == "start":
             self.current, self.current_started = event["nodeid"], time.monotonic()
@@ -246,7 +248,8 @@ def _watch(child: _Child, state: _RunState, test_timeout_s: float, deadline: flo
             _kill(child)
             _read_events(child, state)
             return "total_timeout"
-        limit = state.current_limit(test_timeout_s)
+        # While the worker imports the candidate's file, the flat limit applies.
+        limit = test_timeout_s if state.importing else state.current_limit(test_timeout_s)
         if state.current is not None and now - state.current_started > limit + _KILL_GRACE_S:
             _kill(child)
             _read_events(child, state)
