@@ -74,7 +74,8 @@ def normalized(text: str, tmp_path: Path) -> str:
     base = Path("/tmp") / f"kl{os.getpid():07d}"
     for path in (tmp_path.resolve(), tmp_path, base.resolve(), base):
         text = text.replace(str(path), "<TMP>")
-    text = text.replace(str(REPO_ROOT), "<REPO>").replace(sys.executable, "<PYTHON>")
+    # The interpreter first: a virtual environment inside the checkout holds the repo path.
+    text = text.replace(sys.executable, "<PYTHON>").replace(str(REPO_ROOT), "<REPO>")
     return "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
 
 
