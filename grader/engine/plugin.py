@@ -299,12 +299,9 @@ def _on_own_clock(start: Any) -> Any:
     signal.setitimer(signal.ITIMER_REAL, _test_timeout_s(), 0)
     try:
         result = start()
-    except BaseException:
+    finally:
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
         signal.signal(signal.SIGALRM, handler)
-        raise
-    signal.setitimer(signal.ITIMER_REAL, 0, 0)
-    signal.signal(signal.SIGALRM, handler)
     _deadline[0] += time.monotonic() - t0  # the probes' deadline moves by the import's time
     if remaining > 0:
         signal.setitimer(signal.ITIMER_REAL, remaining, 0)
