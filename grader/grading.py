@@ -66,13 +66,13 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     suite = suite or kata.suite_path
     fixed = test_timeout_s is not None or ENV_TEST_TIMEOUT in os.environ
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
-    test_limits = None
+    test_limits = call_limits = None
     if per_test_limits and not fixed:
-        test_limits = _reference_limits(kata, suite, timeout, on_event)
+        test_limits, call_limits = _reference_limits(kata, suite, timeout, on_event) or (None, None)
     outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
-                        test_limits=test_limits, support=kata.support_paths)
+                        test_limits=test_limits, call_limits=call_limits, support=kata.support_paths)
     return build_scorecard(
         outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
         solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
@@ -81,16 +81,18 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
 
 
 def _reference_limits(kata: Kata, suite: Path, ceiling_s: float,
-                      on_event: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, float] | None:
-    """Per-test limits from the reference's times on this suite (measured once per machine)."""
-    def measure() -> dict[str, float]:
+                      on_event: Callable[[str, dict[str, Any]], None] | None = None
+                      ) -> tuple[dict[str, float], dict[str, float]] | None:
+    """Per-test and per-call limits from the reference's times on this suite (measured once
+    per machine)."""
+    def measure() -> dict[str, list[float]]:
         if on_event is not None:  # the first grade on a machine waits for this: say why
             on_event("note", {"text": "timing the reference once on this machine, for the time limits"})
         outcome = run_suite(suite, kata.reference_path, kata.module, 0, test_timeout_s=ceiling_s,
                             support=kata.support_paths)
         if not all(t.passed for t in outcome.tests):
             raise RuntimeError("the reference does not pass this suite")
-        return {t.name: t.duration_s for t in outcome.tests}
+        return {t.name: [t.duration_s, t.longest_call_s] for t in outcome.tests}
 
     durations = time_limits.cached_durations(kata.slug, suite, measure)
     return time_limits.limits_for(durations, ceiling_s) if durations else None

@@ -325,3 +325,21 @@ def test_debug_shows_tracebacks_only_when_asked(monkeypatch):
     assert "Traceback" not in result.output
     debug = runner.invoke(app, ["--debug", "show", "paged-kv"])
     assert isinstance(debug.exception, RuntimeError)
+
+
+def test_usage_errors_say_what_is_wrong_and_what_next(tmp_path):
+    """The installed entry point (main) prints Typer's usage errors like kata's own: an
+    `error:` line and a `next:` line naming the command's help, exit 2."""
+    import subprocess
+    import sys
+
+    cases = [(["grade", "--bogus"], "No such option: --bogus", "next: kata grade --help"),
+             (["grde"], "Did you mean 'grade'?", "next: kata --help"),
+             (["start"], "Missing argument", "next: kata start --help"),
+             (["homework", "review", "--nope"], "No such option", "next: kata homework review --help")]
+    for argv, what, hint in cases:
+        ran = subprocess.run([sys.executable, "-m", "grader.cli.app", *argv], cwd=tmp_path,
+                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "80"})
+        assert ran.returncode == 2, (argv, ran.stderr)
+        assert ran.stderr.startswith("error: ") and what in ran.stderr, (argv, ran.stderr)
+        assert hint in ran.stderr, (argv, ran.stderr)

@@ -159,6 +159,33 @@ def test_a_second_test_stuck_in_the_same_place_is_stopped_early():
     assert second.duration_s < 4.0
 
 
+def test_a_call_stuck_in_a_loop_is_cut_by_its_own_limit_long_before_the_tests():
+    """With reference timings, one call may take a multiple of the reference's longest call
+    (floor 2 s): a hang is cut in seconds although the test itself may run for 20 s."""
+    outcome = run_suite(SUITE, FIXTURES / "infinite_loop.py", "toy", 1, test_timeout_s=30.0,
+                        test_limits={"test_scale": 20.0}, call_limits={"test_scale": 1.0})
+    scale = by_name(outcome)["test_scale"]
+    assert not scale.passed
+    assert scale.message.startswith("one call into your code ran past its 1 s limit"), scale.message
+    assert "where your code was" in scale.details["where"]
+    assert scale.duration_s < 5.0
+    assert by_name(outcome)["test_add"].passed  # the other tests have no call limit
+
+
+def test_the_reference_timings_record_each_tests_longest_call_without_the_import():
+    from grader.engine.time_limits import CALL_FLOOR_S, limits_for
+
+    tests = by_name(run("good"))
+    assert all(0 < t.longest_call_s <= t.duration_s for t in tests.values())
+    first = by_name(run("hangs_briefly_on_import"))["test_add"]
+    assert first.passed and first.duration_s < 1.0  # the 1.5 s import is not the test's time
+    test_limits, call_limits = limits_for({"quick": [0.01, 0.001], "long": [2.0, 0.001],
+                                           "one slow call": [2.0, 1.0]}, 30.0)
+    assert test_limits == {"quick": 3.0, "long": 30.0, "one slow call": 30.0}
+    # A call limit only where it is below the test's own: 20 x the longest call + 1 s, >= 2 s.
+    assert call_limits == {"quick": CALL_FLOOR_S, "long": CALL_FLOOR_S, "one slow call": 21.0}
+
+
 def test_efficiency_is_measured_where_the_candidates_code_runs():
     """Op counts and times of the candidate's calls are taken in the worker and added to the
     judge's measurement: a loop over elements and an O(n) call are both caught."""

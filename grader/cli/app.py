@@ -31,7 +31,32 @@ for command in (init_cmd, list_cmd, show, start, mock, status, check, watch, gra
 
 
 def main() -> None:
-    app()
+    """Run the app; a usage error (an unknown option or command, a missing argument) is
+    printed like every other error of kata: what is wrong, and a `next:` line."""
+    import sys
+
+    try:  # Typer vendors click; older Typers use click itself
+        from typer._click import exceptions as click_exc
+    except ImportError:  # pragma: no cover - depends on the Typer installed
+        from click import exceptions as click_exc  # type: ignore[no-redef]
+    try:
+        code = app(standalone_mode=False, prog_name="kata")
+    except click_exc.UsageError as exc:
+        if not exc.format_message().strip():  # `kata` alone: the help was the answer
+            sys.exit(output.EXIT_USAGE)
+        ctx = exc.ctx
+        where = ctx.command_path if ctx is not None else "kata"
+        output.err_console.print(f"[bold red]error:[/] {output.escape(exc.format_message())}")
+        output.err_console.print(f"[yellow]next:[/] {output.escape(where)} --help  "
+                                 "(what it takes, with examples)")
+        sys.exit(output.EXIT_USAGE)
+    except click_exc.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click_exc.Abort:
+        output.err_console.print("aborted")
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

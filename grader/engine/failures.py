@@ -20,6 +20,12 @@ class KataTimeout(BaseException):
     ``except Exception`` in a suite's helpers can swallow it."""
 
 
+class CallTimeout(KataTimeout):
+    """One call into the candidate's code ran past its own limit (a multiple of the
+    reference's longest call in that test): an infinite loop is cut in seconds even in a
+    test whose whole limit is long. args: (the limit in seconds,)."""
+
+
 class CandidateImportError(Exception):
     """The candidate's file could not be imported (the message says why)."""
 
@@ -62,7 +68,11 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
                                      ("got", inner.got), ("note", inner.note)) if v is not None}
     elif isinstance(inner, KataTimeout):
         same = inner.args[0] if inner.args else None
-        if same:
+        if isinstance(inner, CallTimeout):
+            message = (f"one call into your code ran past its {_seconds(inner.args[0])} limit "
+                       "(the reference's calls in this test are far shorter): an infinite loop, "
+                       "or code far slower than the reference")
+        elif same:
             message = (f"stuck where {same[0]} was stuck (an infinite loop?): stopped early "
                        f"instead of waiting out its {timeout_s:g} s limit")
         else:
@@ -121,3 +131,10 @@ def _missing_name(exc: BaseException) -> str | None:
         return None
     match = re.fullmatch(r"module '\w+' has no attribute '(\w+)'", str(exc))
     return match.group(1) if match else None
+
+
+def _seconds(value: Any) -> str:
+    try:
+        return f"{float(value):g} s"
+    except (TypeError, ValueError):
+        return "time"

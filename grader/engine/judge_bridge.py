@@ -7,10 +7,12 @@ and what comes back is decoded into plain values, tensors, or more proxies.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import pickle
 import socket
 import threading
+import time
 import weakref
 from typing import Any, Callable
 
@@ -244,17 +246,32 @@ class JudgeEndpoint(Endpoint):
         self.measure_waited = 0.0
         self.transcript = Transcript()
         self.module_proxies: list[RemoteObject] = []
+        # When the outermost call now waiting on the worker began (time.monotonic()), or None:
+        # the judge's per-call time limit reads it.
+        self.call_since: float | None = None
+        self.recording: Call | None = None  # the transcript's entry for the call being sent
 
     # ---------------------------------------------------------------- the transcript
 
     def request(self, op: str, *args: Any) -> Any:
         call = self._record(op, args) if op in _RECORDED else None
+        self.recording = call
+        outermost, t0 = self.in_flight is None, time.monotonic()
+        if outermost:
+            self.call_since = t0
         try:
             result = super().request(op, *args)
         except BaseException as exc:
             if call is not None:
                 call.raised = type(exc).__name__
             raise
+        finally:
+            if outermost:
+                took = time.monotonic() - t0
+                if self.call_since == t0:  # (another thread's call may have started since)
+                    self.call_since = None
+                if took > CALL_STATS["longest_s"]:
+                    CALL_STATS["longest_s"] = took
         if call is not None and isinstance(result, RemoteObject):
             call.result = result
         return result
@@ -302,8 +319,16 @@ class JudgeEndpoint(Endpoint):
             ctx["grad"] = torch.is_grad_enabled()
             state = torch.default_generator.get_state().numpy().tobytes()
             if state != self.rng_synced:
+                # The judge's random state moved (a new example, the suite drew numbers): both
+                # sides restart from a seed derived from it, so that a snippet can say
+                # `torch.manual_seed(seed)` where the candidate's code saw this state.
+                seed = int.from_bytes(hashlib.blake2b(state, digest_size=4).digest(), "little")
+                torch.manual_seed(seed)
+                state = torch.default_generator.get_state().numpy().tobytes()
                 ctx["rng"] = state
                 self.rng_synced = state
+                if self.recording is not None:
+                    self.recording.seed = seed
         if self.measure_kinds:
             ctx["measure"] = self.measure_kinds
         return ctx
@@ -487,6 +512,10 @@ class JudgeEndpoint(Endpoint):
 
 
 _RECORDED = frozenset({"call", "callmethod", "getattr", "setattr"})
+
+# The longest outermost call into the worker since the plugin last reset it (per test): the
+# reference's figure sets each test's per-call time limit (grader/engine/time_limits.py).
+CALL_STATS = {"longest_s": 0.0}
 
 
 def _kwargs(pairs: tuple) -> dict[str, Any]:

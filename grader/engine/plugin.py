@@ -29,8 +29,9 @@ from typing import Any
 import pytest
 
 from grader.engine import sandbox
-from grader.engine.failures import CandidateImportError, KataTimeout, describe_failure, import_error_text
-from grader.engine.judge_bridge import WorkerCrashed
+from grader.engine.failures import (CallTimeout, CandidateImportError, KataTimeout, describe_failure,
+                                    import_error_text)
+from grader.engine.judge_bridge import CALL_STATS, WorkerCrashed
 from grader.engine.worker_process import WorkerProcess
 from grader.worker import measure
 
@@ -39,7 +40,9 @@ ENV_MODULE = "KATA_MODULE"
 ENV_RESULTS_FD = "KATA_RESULTS_FD"
 ENV_TEST_TIMEOUT = "KATA_TEST_TIMEOUT"
 ENV_TEST_LIMITS = "KATA_TEST_LIMITS"  # JSON {test name: seconds}, from the reference's times
-PROBE_S = 1.0  # after a hang, a test still running after this long is checked for the same hang
+ENV_CALL_LIMITS = "KATA_CALL_LIMITS"  # JSON {test name: seconds one call may take}, likewise
+PROBE_S = 0.5  # after a hang, a test still running after this long is checked for the same hang
+CALL_PROBE_S = 0.5  # how often a test with a per-call limit looks at its running call's age
 ENV_MAX_EXAMPLES = "KATA_MAX_EXAMPLES"
 ENV_LEVELS = "KATA_LEVELS"  # comma-separated levels to run (default: all)
 ENV_SUPPORT = "KATA_SUPPORT"  # the kata's support files (os.pathsep-separated paths)
@@ -77,6 +80,7 @@ def _test_timeout_s() -> float:
 
 
 _limits_by_name: dict[str, float] | None = None
+_call_limits_by_name: dict[str, float] | None = None
 
 
 def _limit_for(item: pytest.Item) -> float:
@@ -88,6 +92,20 @@ def _limit_for(item: pytest.Item) -> float:
         except (ValueError, TypeError, AttributeError):
             _limits_by_name = {}
     return _limits_by_name.get(item.name, _test_timeout_s())
+
+
+def _call_limit_for(item: pytest.Item) -> float | None:
+    """The longest one call into the candidate's code may run in this test, or None (no
+    reference timings: only the test's own limit applies)."""
+    global _call_limits_by_name
+    if _call_limits_by_name is None:
+        try:
+            raw = json.loads(os.environ.get(ENV_CALL_LIMITS) or "{}")
+            _call_limits_by_name = {str(k): float(v) for k, v in raw.items()}
+        except (ValueError, TypeError, AttributeError):
+            _call_limits_by_name = {}
+    limit = _call_limits_by_name.get(item.name)
+    return limit if limit is not None and limit < _limit_for(item) else None
 
 
 # Where earlier tests hung: the function of the candidate's innermost frame -> test name.
@@ -281,6 +299,7 @@ def reference() -> Any:
 
 _pending: dict[str, dict[str, Any]] = {}
 _deadline = [0.0]  # the running test's deadline (time.monotonic()), moved on by an import
+_import_s = [0.0]  # seconds spent importing the candidate's file so far (not the tests' time)
 
 
 def _on_alarm(signum: int, frame: Any) -> None:
@@ -302,34 +321,47 @@ def _on_own_clock(start: Any) -> Any:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0, 0)
         signal.signal(signal.SIGALRM, handler)
-    _deadline[0] += time.monotonic() - t0  # the probes' deadline moves by the import's time
+    took = time.monotonic() - t0
+    _deadline[0] += took  # the probes' deadline moves by the import's time
+    _import_s[0] += took
     if remaining > 0:
         signal.setitimer(signal.ITIMER_REAL, remaining, 0)
     return result
 
 
 def _arm(item: pytest.Item) -> None:
-    """The test's alarm: at its limit; after an earlier hang, also every PROBE_S seconds to
+    """The test's alarm: at its limit; with a per-call limit, also every CALL_PROBE_S seconds
+    to look at the running call's age; after an earlier hang, also every PROBE_S seconds to
     check whether this test is stuck at the same place (then it is cut at once)."""
     limit = _limit_for(item)
+    call_limit = _call_limit_for(item)
     _deadline[0] = time.monotonic() + limit
     signal.signal(signal.SIGALRM, _on_alarm)
-    if not _known_hangs or limit <= PROBE_S + 0.5:
+    intervals = [s for s, wanted in ((PROBE_S, bool(_known_hangs)), (CALL_PROBE_S, call_limit is not None))
+                 if wanted]
+    if not intervals or limit <= min(intervals) + 0.5:
         signal.setitimer(signal.ITIMER_REAL, limit, 0)
         return
+    every = min(intervals)
 
     def probe(signum: int, frame: Any) -> None:
-        same = _same_hang()
-        if same is not None:
-            raise KataTimeout(same)
+        if call_limit is not None:
+            endpoint = _worker.endpoint()
+            since = getattr(endpoint, "call_since", None)
+            if since is not None and time.monotonic() - since > call_limit:
+                raise CallTimeout(call_limit)
+        if _known_hangs:
+            same = _same_hang()
+            if same is not None:
+                raise KataTimeout(same)
         left = _deadline[0] - time.monotonic()
         if left <= 0:
             raise KataTimeout()
-        signal.signal(signal.SIGALRM, probe if left > PROBE_S + 0.5 else _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, min(PROBE_S, left) if left > PROBE_S + 0.5 else left, 0)
+        signal.signal(signal.SIGALRM, probe if left > every + 0.5 else _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, min(every, left) if left > every + 0.5 else left, 0)
 
     signal.signal(signal.SIGALRM, probe)
-    signal.setitimer(signal.ITIMER_REAL, PROBE_S, 0)
+    signal.setitimer(signal.ITIMER_REAL, every, 0)
 
 
 def _same_hang() -> Any:
@@ -359,7 +391,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     _stream.write(event="start", nodeid=item.nodeid, t=time.time())
     _worker.take_output()
     _worker.last_endpoint = None
-    _pending[item.nodeid] = {"passed": True, "message": "", "details": {}, "t0": time.perf_counter()}
+    _pending[item.nodeid] = {"passed": True, "message": "", "details": {}, "t0": time.perf_counter(),
+                             "import_s": _import_s[0]}
+    CALL_STATS["longest_s"] = 0.0
     previous = signal.getsignal(signal.SIGALRM)
     _arm(item)
     try:
@@ -376,8 +410,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
             shown = "\n".join(lines[:_MAX_OUTPUT_LINES])[:8000]
             more = len(lines) - _MAX_OUTPUT_LINES
             outcome["details"]["output"] = shown + (f"\n... {more} more lines" if more > 0 else "")
-        duration = time.perf_counter() - outcome.pop("t0")
-        _stream.write(event="result", nodeid=item.nodeid, duration_s=round(duration, 4), **outcome)
+        # The test's own time: an import of the candidate's file inside it is on its own clock.
+        duration = time.perf_counter() - outcome.pop("t0") - (_import_s[0] - outcome.pop("import_s"))
+        _stream.write(event="result", nodeid=item.nodeid, duration_s=round(max(duration, 0.0), 4),
+                      longest_call_s=round(CALL_STATS["longest_s"], 4), **outcome)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -435,7 +471,7 @@ def _stuck_or_crash(exc: BaseException | None, item: pytest.Item) -> tuple[str |
         return (f"the last call into your code: {call}" if call else None), how
     if not isinstance(inner, KataTimeout):
         return None, None
-    same = inner.args[0] if inner.args else None
+    same = inner.args[0] if inner.args and not isinstance(inner, CallTimeout) else None
     if same:
         earlier, frames = same
     else:

@@ -50,6 +50,7 @@ class TestResult:
     details: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
     stdout_bytes: int = 0
+    longest_call_s: float = 0.0  # the longest single call into the solution's code
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -102,6 +103,7 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               on_event: Callable[[str, dict[str, Any]], None] | None = None,
               workdir: Path | None = None, levels: set[int] | None = None,
               test_limits: dict[str, float] | None = None,
+              call_limits: dict[str, float] | None = None,
               support: tuple[Path, ...] = ()) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
@@ -118,6 +120,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
             env[plugin.ENV_LEVELS] = ",".join(str(lv) for lv in sorted(levels))
         if test_limits:
             env[plugin.ENV_TEST_LIMITS] = json.dumps(test_limits)
+        if call_limits:
+            env[plugin.ENV_CALL_LIMITS] = json.dumps(call_limits)
         if support:
             env[plugin.ENV_SUPPORT] = os.pathsep.join(str(p.resolve()) for p in support)
         state = _RunState(on_event, test_limits or {})
@@ -189,6 +193,7 @@ class _RunState:
                         message=str(event["message"])[:4000],
                         details=details if isinstance(details, dict) else {},
                         duration_s=float(event.get("duration_s", 0.0)),
+                        longest_call_s=float(event.get("longest_call_s", 0.0)),
                         stdout_bytes=int(event.get("stdout_bytes", 0)))
 
     def finish(self, nodeid: str, **fields: Any) -> None:

@@ -1,9 +1,12 @@
-"""Per-test time limits from the reference's own time on each test.
+"""Per-test and per-call time limits from the reference's own times on each test.
 
 An infinite loop should be cut in seconds, not after a flat 30 s per test: each test's limit
-is a generous multiple of what the reference needs on it (with a floor), measured once per
-kata, suite version and machine, and cached in the user's cache folder (shared by every
-workspace and by the project's own tests).
+is a generous multiple of what the reference needs on it (with a floor), and each single call
+into the candidate's code may run a generous multiple of the reference's longest call in that
+test (with a floor of CALL_FLOOR_S): a test that makes thousands of quick calls over several
+seconds still cuts a call stuck in a loop after about two seconds. Measured once per kata,
+suite version and machine, and cached in the user's cache folder (shared by every workspace
+and by the project's own tests).
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from typing import Callable
 FLOOR_S = 3.0       # no test gets less: a worker start and hypothesis's own work fit in it
 FACTOR = 15.0       # a correct but plain-Python solution may be this much slower
 SLACK_S = 1.0
+CALL_FLOOR_S = 2.0  # no single call is cut sooner: a worker's start is not in it, a slow machine is
+CALL_FACTOR = 20.0  # a call may take this many times the reference's longest call in the test
+FORMAT = "v2"       # cache entries: {test name: [test seconds, longest call seconds]}
 ENV_CACHE = "KATA_CACHE"
 
 
@@ -46,25 +52,37 @@ def machine_key() -> str:
     return f"{platform.node()}-{os.cpu_count()}-{platform.machine()}-py{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def limits_for(durations: dict[str, float], ceiling_s: float) -> dict[str, float]:
-    """Each test's limit: FACTOR x the reference's time + slack, at least FLOOR_S, at most
-    `ceiling_s` (the configured flat limit)."""
-    return {name: round(min(max(FLOOR_S, FACTOR * seconds + SLACK_S), ceiling_s), 1)
-            for name, seconds in durations.items()}
+def limits_for(timings: dict[str, list[float]], ceiling_s: float
+               ) -> tuple[dict[str, float], dict[str, float]]:
+    """(test limits, call limits). A test's limit: FACTOR x the reference's time + slack, at
+    least FLOOR_S, at most `ceiling_s` (the configured flat limit). A call's: CALL_FACTOR x
+    the reference's longest call in that test + slack, at least CALL_FLOOR_S, and only where
+    that is below the test's limit."""
+    tests, calls = {}, {}
+    for name, (seconds, longest_call) in timings.items():
+        tests[name] = round(min(max(FLOOR_S, FACTOR * seconds + SLACK_S), ceiling_s), 1)
+        call = round(max(CALL_FLOOR_S, CALL_FACTOR * longest_call + SLACK_S), 1)
+        if longest_call > 0 and call < tests[name]:
+            calls[name] = call
+    return tests, calls
 
 
 def cached_durations(slug: str, suite: Path,
-                     measure: Callable[[], dict[str, float]]) -> dict[str, float] | None:
-    """The reference's seconds per test for this kata, suite version and machine; measured
-    with `measure()` (grading the reference) the first time. None when it cannot be had."""
-    key = f"{slug}:{suite_digest(suite)}:{machine_key()}"
+                     measure: Callable[[], dict[str, list[float]]]) -> dict[str, list[float]] | None:
+    """The reference's [seconds, longest call's seconds] per test for this kata, suite
+    version and machine; measured with `measure()` (grading the reference) the first time.
+    None when it cannot be had."""
+    key = f"{FORMAT}:{slug}:{suite_digest(suite)}:{machine_key()}"
     path = cache_dir() / "reference-timings.json"
     try:
         data = json.loads(path.read_text()) if path.is_file() else {}
     except (OSError, ValueError):
         data = {}
     if isinstance(data.get(key), dict):
-        return {str(k): float(v) for k, v in data[key].items()}
+        try:
+            return {str(k): [float(v[0]), float(v[1])] for k, v in data[key].items()}
+        except (TypeError, ValueError, IndexError):
+            pass  # a damaged entry is measured again
     try:
         durations = measure()
     except Exception:  # noqa: BLE001 - without timings, the flat limit applies

@@ -18,6 +18,7 @@ from typing import Any
 
 MAX_CALLS = 400          # per example: a longer transcript is cut at its start
 MAX_LITERAL_ELEMENTS = 4096
+MAX_PACKED_BYTES = 24_000  # a larger tensor is rebuilt exactly from base64 up to this size
 MAX_SNIPPET_CHARS = 40_000
 
 
@@ -30,6 +31,7 @@ class Call:
     kwargs: tuple
     result: Any = None
     raised: str | None = None
+    seed: int | None = None  # torch's global generator was seeded with this just before the call
 
 
 @dataclass
@@ -86,9 +88,48 @@ def snapshot(value: Any, depth: int = 0) -> Any:
     if t is tuple:
         return tuple(snapshot(v, depth + 1) for v in value)
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor) and value.numel() <= MAX_LITERAL_ELEMENTS:
+    if torch is not None and isinstance(value, torch.Tensor) \
+            and value.numel() * value.element_size() <= max(MAX_PACKED_BYTES, 8 * MAX_LITERAL_ELEMENTS):
         return value.detach().clone()
+    if torch is not None and isinstance(value, torch.nn.Module):
+        return _ModuleSnap(value)
     return value
+
+
+class _ModuleSnap:
+    """A module the test built and passed in (LoRALinear's base layer), as it was then."""
+
+    __slots__ = ("original_id", "module")
+
+    def __init__(self, module: Any) -> None:
+        import copy
+
+        self.original_id = id(module)
+        try:
+            small = sum(p.numel() for p in module.state_dict().values()) <= MAX_LITERAL_ELEMENTS
+            self.module = copy.deepcopy(module) if small else None
+        except Exception:  # noqa: BLE001 - a transcript must never fail a test
+            self.module = None
+
+
+def _module_source(module: Any, var: str) -> list[str] | None:
+    """Lines that rebuild `module` as `var` (a torch.nn.Linear, with its weights, flags and
+    mode), or None for a kind of module this cannot rebuild."""
+    import torch
+
+    if type(module) is not torch.nn.Linear:
+        return None
+    weight = module.weight
+    lines = [f"{var} = torch.nn.Linear({module.in_features}, {module.out_features}, "
+             f"bias={module.bias is not None}, dtype={weight.dtype})"]
+    state = ", ".join(f"{k!r}: {_tensor_literal(v.detach())}" for k, v in module.state_dict().items())
+    lines.append(f"{var}.load_state_dict({{{state}}})")
+    for name, param in module.named_parameters():
+        if not param.requires_grad:
+            lines.append(f"{var}.{name}.requires_grad_(False)")
+    if not module.training:
+        lines.append(f"{var}.eval()")
+    return lines
 
 
 # ------------------------------------------------------------------------ rendering
@@ -100,20 +141,30 @@ class _Names:
         self.by_id: dict[int, str] = {}
         self.used: dict[str, int] = {module: 1, "torch": 1}  # never shadow the imports
         self.setup: list[str] = []
+        self.imports: set[str] = set()  # modules the rendered literals need besides torch
 
     def of(self, proxy: Any) -> str:
         name = self.by_id.get(id(proxy))
         if name is None:
+            # A function or class of the module, read (and cached by the module's proxy) in
+            # an earlier example: it is still `module.name`.
+            cache = getattr(getattr(self, "module_proxy", None), "_kata_cache", None) or {}
+            attr = next((k for k, v in list(cache.items()) if v is proxy), None)
+            if attr is not None and attr.isidentifier():
+                return f"{self.module}.{attr}"
             name = f"<an object from an earlier call: {_type_name(proxy)}>"
         return name
 
     def new(self, proxy: Any) -> str:
-        base = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", _type_name(proxy)).lower() or "obj"
-        base = base if base.isidentifier() and not keyword.iskeyword(base) else "obj"
-        self.used[base] = self.used.get(base, 0) + 1
-        name = base if self.used[base] == 1 else f"{base}_{self.used[base]}"
+        name = self.new_name(_type_name(proxy))
         self.by_id[id(proxy)] = name
         return name
+
+    def new_name(self, type_name: str) -> str:
+        base = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", type_name).lower() or "obj"
+        base = base if base.isidentifier() and not keyword.iskeyword(base) else "obj"
+        self.used[base] = self.used.get(base, 0) + 1
+        return base if self.used[base] == 1 else f"{base}_{self.used[base]}"
 
 
 def _type_name(proxy: Any) -> str:
@@ -153,7 +204,7 @@ def literal(value: Any, names: _Names) -> str:
         return ("{" + ", ".join(literal(v, names) for v in value) + "}") if value else "set()"
     if torch is not None:
         if isinstance(value, torch.Tensor):
-            return _tensor_literal(value)
+            return _tensor_literal(value, names)
         if isinstance(value, torch.dtype):
             return str(value)
         if isinstance(value, torch.device):
@@ -162,24 +213,53 @@ def literal(value: Any, names: _Names) -> str:
             return f"torch.Generator().manual_seed({value.initial_seed()})"
         if isinstance(value, torch.nn.Module):
             return f"<a {type(value).__name__} module built by the test>"
+    if isinstance(value, _ModuleSnap):
+        name = names.by_id.get(value.original_id)
+        if name is not None:
+            return name
+        kind = type(value.module).__name__ if value.module is not None else "module"
+        var = names.new_name(kind)
+        lines = _module_source(value.module, var) if value.module is not None else None
+        if lines is None:
+            return f"<a {kind} module built by the test>"
+        names.setup.extend(lines)
+        names.by_id[value.original_id] = var
+        return var
     if callable(value):
         return f"<a function of the test: {getattr(value, '__qualname__', type(value).__name__)}>"
     return f"<{type(value).__name__}>"
 
 
-def _tensor_literal(t: Any) -> str:
+def _tensor_literal(t: Any, names: "_Names | None" = None) -> str:
     dtype = str(t.dtype)
+    grad = ", requires_grad=True" if t.requires_grad and t.is_leaf else ""
     if t.numel() > MAX_LITERAL_ELEMENTS:
-        return (f"torch.zeros({tuple(t.shape)}, dtype={dtype})  "
-                f"# {t.numel()} values not shown")
+        nbytes = t.numel() * t.element_size()
+        if nbytes <= MAX_PACKED_BYTES and t.device.type == "cpu" and names is not None:
+            import base64
+
+            names.imports.add("base64")
+            packed = base64.b64encode(t.detach().contiguous().view(-1).view(torch_uint8()).numpy().tobytes()).decode()
+            rebuilt = (f"torch.frombuffer(bytearray(base64.b64decode({packed!r})), dtype={dtype})"
+                       f".reshape({tuple(t.shape)})")
+            return rebuilt + (".requires_grad_()" if grad else "")
+        if names is not None:
+            names.setup.append(f"# (a {tuple(t.shape)} tensor below is shown as zeros: its "
+                               f"{t.numel()} values are too many to print)")
+        return f"torch.zeros({tuple(t.shape)}, dtype={dtype}{grad})"
     values = t.detach().cpu()
     if values.dtype == torch_bfloat16_or_half(values):
         values = values.float()
     body = _nested(values.tolist())
-    grad = ", requires_grad=True" if t.requires_grad and t.is_leaf else ""
     if t.numel() == 0:
         return f"torch.empty({tuple(t.shape)}, dtype={dtype}{grad})"
     return f"torch.tensor({body}, dtype={dtype}{grad})"
+
+
+def torch_uint8() -> Any:
+    import torch
+
+    return torch.uint8
 
 
 def torch_bfloat16_or_half(t: Any) -> Any:
@@ -220,6 +300,10 @@ def render(transcript: Transcript, *, module: str, module_proxy: Any, test: str,
     for call in calls:
         target = literal(call.target, names)
         args = [literal(a, names) for a in call.args] + [f"{k}={literal(v, names)}" for k, v in call.kwargs]
+        lines += names.setup  # what the arguments need first (a module built by the test)
+        names.setup.clear()
+        if call.seed is not None:
+            lines.append(f"torch.manual_seed({call.seed})  # the random state your code saw")
         if call.op == "call":
             expr = f"{target}({', '.join(args)})"
         elif call.op == "callmethod":
@@ -240,6 +324,8 @@ def render(transcript: Transcript, *, module: str, module_proxy: Any, test: str,
             lines.append(f"{names.new(call.result)} = {expr}")
         else:
             lines.append(f"print({expr})")
+    for extra in sorted(names.imports):
+        lines.insert(2, f"import {extra}")
     lines += ["", "# The test then reported: " + (message.splitlines()[0][:300] if message else "a failure")]
     for key in ("expected", "got"):
         value = (details or {}).get(key)
@@ -258,7 +344,7 @@ def _uses_torch(calls: list[Call]) -> bool:
         return False
 
     def has(value: Any) -> bool:
-        if isinstance(value, (torch.Tensor, torch.dtype, torch.Generator, torch.device)):
+        if isinstance(value, (torch.Tensor, torch.dtype, torch.Generator, torch.device, _ModuleSnap)):
             return True
         if isinstance(value, (list, tuple)):
             return any(has(v) for v in value)
@@ -266,4 +352,4 @@ def _uses_torch(calls: list[Call]) -> bool:
             return any(has(v) for v in value.values())
         return False
 
-    return any(has(c.args) or has([v for _, v in c.kwargs]) for c in calls)
+    return any(c.seed is not None or has(c.args) or has([v for _, v in c.kwargs]) for c in calls)
