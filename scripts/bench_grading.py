@@ -4,6 +4,11 @@ grading each kata's reference, and of a coach's review of one bundle with three 
     python scripts/bench_grading.py                 # every kata, 5 runs each
     python scripts/bench_grading.py paged-kv -n 5
     python scripts/bench_grading.py --review        # review of a 3-kata bundle, 5 runs
+    python scripts/bench_grading.py --failing       # also a buggy file per level, graded fully
+
+With --failing, each kata's corpus gives its first buggy file of each level (tests/corpus/<m>/
+corpus.toml), graded with the whole suite like a candidate's file: the median of those against
+the reference's median (a failing grade should cost at most 2x a passing one).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from grader.catalog import load_catalog  # noqa: E402
 from grader.grading import grade  # noqa: E402
 
 
-def bench_katas(slugs: list[str], repeats: int) -> None:
+def bench_katas(slugs: list[str], repeats: int, failing: bool = False) -> None:
     catalog = load_catalog()
     for slug in slugs or sorted(catalog.katas):
         kata = catalog.get(slug)
@@ -38,6 +43,28 @@ def bench_katas(slugs: list[str], repeats: int) -> None:
         print(f"{slug:10s} reference score {score:3d}  median {statistics.median(times):6.2f} s  "
               f"(min {min(times):.2f}, max {max(times):.2f}, n={repeats})  "
               f"CPU median {statistics.median(cpus):6.2f} s", flush=True)
+        if failing:
+            bench_failing(kata, statistics.median(times))
+
+
+def bench_failing(kata, passing_s: float) -> None:
+    """The first buggy corpus file of each level, graded fully (seed 0)."""
+    from tests.kata_testing import corpus_file, corpus_manifest, manifest_path
+
+    if not manifest_path(kata.slug).is_file():
+        return
+    firsts: dict[int, str] = {}
+    for entry in corpus_manifest(kata.slug).buggy:
+        firsts.setdefault(entry.level, entry.file)
+    rows = []
+    for level, name in sorted(firsts.items()):
+        t0 = time.perf_counter()
+        score = grade(kata, corpus_file(kata.slug, name), seed=0).score
+        rows.append((time.perf_counter() - t0, level, name, score))
+    median = statistics.median(r[0] for r in rows)
+    print(f"{'':10s} failing (one bug per level) median {median:6.2f} s = "
+          f"{median / passing_s:.2f}x the reference's; "
+          + ", ".join(f"L{lv} {t:.1f} s ({sc})" for t, lv, _, sc in rows), flush=True)
 
 
 def cpu_s() -> float:
@@ -86,12 +113,14 @@ def main() -> None:
     parser.add_argument("katas", nargs="*")
     parser.add_argument("-n", "--repeats", type=int, default=5)
     parser.add_argument("--review", action="store_true")
+    parser.add_argument("--failing", action="store_true",
+                        help="also grade a buggy corpus file per level and compare")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs", flush=True)
     if args.review:
         bench_review(args.repeats)
     else:
-        bench_katas(args.katas, args.repeats)
+        bench_katas(args.katas, args.repeats, args.failing)
 
 
 if __name__ == "__main__":
