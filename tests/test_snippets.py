@@ -33,6 +33,8 @@ CASES = [
     ("scheduler", "buggy_budget_counts_requests.py", "test_token_budget_respected"),
     ("lora", "buggy_B_random_init.py", "test_init_output_equals_base"),
     ("ppo", "buggy_ratio_inverted.py", "test_policy_loss_worked_example"),
+    # the model the suite built is rebuilt from its seed (slow_decode_model.TinyLM(...))
+    ("slow-decode", "buggy_decode_position_off_by_one.py", "test_tokens_match_generate_slow"),
     # a function the module proxy cached in an earlier example is still `sampling.<name>`
     ("sampling", "buggy_top_p_drops_crossing_token.py", "test_top_p_keeps_the_crossing_token"),
 ]

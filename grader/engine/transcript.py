@@ -99,12 +99,16 @@ def snapshot(value: Any, depth: int = 0) -> Any:
 class _ModuleSnap:
     """A module the test built and passed in (LoRALinear's base layer), as it was then."""
 
-    __slots__ = ("original_id", "module")
+    __slots__ = ("original_id", "module", "source")
 
     def __init__(self, module: Any) -> None:
         import copy
 
         self.original_id = id(module)
+        # A suite may say how to rebuild a module it made (a kata's model from its seed):
+        # `module._kata_rebuild = "pkg.Class(args)"`, valid while the module is unchanged.
+        source = getattr(module, "_kata_rebuild", None)
+        self.source = source if isinstance(source, str) and source.split(".")[0].isidentifier() else None
         try:
             small = sum(p.numel() for p in module.state_dict().values()) <= MAX_LITERAL_ELEMENTS
             self.module = copy.deepcopy(module) if small else None
@@ -218,8 +222,14 @@ def literal(value: Any, names: _Names) -> str:
         if name is not None:
             return name
         kind = type(value.module).__name__ if value.module is not None else "module"
+        if value.source is not None:
+            kind = value.source.split("(")[0].split(".")[-1]
         var = names.new_name(kind)
-        lines = _module_source(value.module, var) if value.module is not None else None
+        if value.source is not None:
+            names.imports.add(value.source.split(".")[0])
+            lines = [f"{var} = {value.source}"]
+        else:
+            lines = _module_source(value.module, var) if value.module is not None else None
         if lines is None:
             return f"<a {kind} module built by the test>"
         names.setup.extend(lines)
@@ -324,8 +334,9 @@ def render(transcript: Transcript, *, module: str, module_proxy: Any, test: str,
             lines.append(f"{names.new(call.result)} = {expr}")
         else:
             lines.append(f"print({expr})")
-    for extra in sorted(names.imports):
-        lines.insert(2, f"import {extra}")
+    at = lines.index(f"import {module}")  # after torch, before the candidate's module
+    for extra in sorted(names.imports, reverse=True):
+        lines.insert(at, f"import {extra}")
     lines += ["", "# The test then reported: " + (message.splitlines()[0][:300] if message else "a failure")]
     for key in ("expected", "got"):
         value = (details or {}).get(key)

@@ -43,8 +43,13 @@ FLOPS_BUDGET = 1.2   # the statement: at most 1.2x the FLOPs of the cached refer
 def fresh_model(seed: int, num_heads: int = 4) -> TinyLM:
     """A new TinyLM (never shared between calls: a solution that edits the weights must not
     change what the next test sees)."""
-    return TinyLM(vocab_size=VOCAB, d_model=D_MODEL, num_heads=num_heads, num_layers=NUM_LAYERS,
-                  max_seq_len=MAX_SEQ_LEN, seed=seed)
+    model = TinyLM(vocab_size=VOCAB, d_model=D_MODEL, num_heads=num_heads, num_layers=NUM_LAYERS,
+                   max_seq_len=MAX_SEQ_LEN, seed=seed)
+    # How a failure's snippet rebuilds it (grader/engine/transcript.py): the same weights.
+    model._kata_rebuild = (f"{TinyLM.__module__}.TinyLM(vocab_size={VOCAB}, d_model={D_MODEL}, "
+                           f"num_heads={num_heads}, num_layers={NUM_LAYERS}, "
+                           f"max_seq_len={MAX_SEQ_LEN}, seed={seed})")
+    return model
 
 
 def random_prompts(seed: int, lengths: list[int]) -> list[list[int]]:
