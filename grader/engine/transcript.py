@@ -96,6 +96,10 @@ def snapshot(value: Any, depth: int = 0) -> Any:
     return value
 
 
+# A module's recipe: a dotted constructor call with plain arguments (names, numbers).
+_RECIPE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\([\w\s=,.+\-]*\)")
+
+
 class _ModuleSnap:
     """A module the test built and passed in (LoRALinear's base layer), as it was then."""
 
@@ -108,7 +112,7 @@ class _ModuleSnap:
         # A suite may say how to rebuild a module it made (a kata's model from its seed):
         # `module._kata_rebuild = "pkg.Class(args)"`, valid while the module is unchanged.
         source = getattr(module, "_kata_rebuild", None)
-        self.source = source if isinstance(source, str) and source.split(".")[0].isidentifier() else None
+        self.source = source if isinstance(source, str) and _RECIPE.fullmatch(source) else None
         try:
             small = sum(p.numel() for p in module.state_dict().values()) <= MAX_LITERAL_ELEMENTS
             self.module = copy.deepcopy(module) if small else None
