@@ -17,6 +17,7 @@ only the judge holds:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -79,32 +80,25 @@ def _test_timeout_s() -> float:
     return float(os.environ.get(ENV_TEST_TIMEOUT, "60"))
 
 
-_limits_by_name: dict[str, float] | None = None
-_call_limits_by_name: dict[str, float] | None = None
+@functools.cache
+def _limits_from_env(variable: str) -> dict[str, float]:
+    """{test name: seconds} from a JSON environment variable set by the runner ({} if unset
+    or malformed)."""
+    try:
+        raw = json.loads(os.environ.get(variable) or "{}")
+        return {str(k): float(v) for k, v in raw.items()}
+    except (ValueError, TypeError, AttributeError):
+        return {}
 
 
 def _limit_for(item: pytest.Item) -> float:
-    global _limits_by_name
-    if _limits_by_name is None:
-        try:
-            raw = json.loads(os.environ.get(ENV_TEST_LIMITS) or "{}")
-            _limits_by_name = {str(k): float(v) for k, v in raw.items()}
-        except (ValueError, TypeError, AttributeError):
-            _limits_by_name = {}
-    return _limits_by_name.get(item.name, _test_timeout_s())
+    return _limits_from_env(ENV_TEST_LIMITS).get(item.name, _test_timeout_s())
 
 
 def _call_limit_for(item: pytest.Item) -> float | None:
     """The longest one call into the candidate's code may run in this test, or None (no
     reference timings: only the test's own limit applies)."""
-    global _call_limits_by_name
-    if _call_limits_by_name is None:
-        try:
-            raw = json.loads(os.environ.get(ENV_CALL_LIMITS) or "{}")
-            _call_limits_by_name = {str(k): float(v) for k, v in raw.items()}
-        except (ValueError, TypeError, AttributeError):
-            _call_limits_by_name = {}
-    limit = _call_limits_by_name.get(item.name)
+    limit = _limits_from_env(ENV_CALL_LIMITS).get(item.name)
     return limit if limit is not None and limit < _limit_for(item) else None
 
 

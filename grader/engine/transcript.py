@@ -252,8 +252,11 @@ def _tensor_literal(t: Any, names: "_Names | None" = None) -> str:
         if nbytes <= MAX_PACKED_BYTES and t.device.type == "cpu" and names is not None:
             import base64
 
+            import torch
+
             names.imports.add("base64")
-            packed = base64.b64encode(t.detach().contiguous().view(-1).view(torch_uint8()).numpy().tobytes()).decode()
+            raw = t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+            packed = base64.b64encode(raw).decode()
             rebuilt = (f"torch.frombuffer(bytearray(base64.b64decode({packed!r})), dtype={dtype})"
                        f".reshape({tuple(t.shape)})")
             return rebuilt + (".requires_grad_()" if grad else "")
@@ -268,12 +271,6 @@ def _tensor_literal(t: Any, names: "_Names | None" = None) -> str:
     if t.numel() == 0:
         return f"torch.empty({tuple(t.shape)}, dtype={dtype}{grad})"
     return f"torch.tensor({body}, dtype={dtype}{grad})"
-
-
-def torch_uint8() -> Any:
-    import torch
-
-    return torch.uint8
 
 
 def torch_bfloat16_or_half(t: Any) -> Any:
