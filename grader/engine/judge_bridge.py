@@ -185,7 +185,8 @@ def gather(reads: list[tuple[Any, str, tuple | None]]) -> list[tuple[bool, Any]]
     remote = [r for r in reads if isinstance(r[0], RemoteObject)]
     if remote and len(remote) == len(reads) and len({r[0]._kata_bridge for r in remote}) == 1:
         bridge = remote[0][0]._kata_bridge
-        wire = [(obj, name, None if args is None else tuple(args), ()) for obj, name, args in reads]
+        # A tuple, not a list: a list would cross as a shared object, kept for the test.
+        wire = tuple((obj, name, None if args is None else tuple(args), ()) for obj, name, args in reads)
         outcomes = bridge.request("gather", wire)
         if type(outcomes) is not list or len(outcomes) != len(reads) or not all(
                 type(o) is tuple and len(o) == 2 and type(o[0]) is bool for o in outcomes):
@@ -198,7 +199,7 @@ def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool
     """For each (name, args): obj.name(*args), or the attribute obj.name when args is None;
     [(True, value) or (False, exception)] in order. One request when obj is the candidate's."""
     if isinstance(obj, RemoteObject):
-        wire = [(name, None if args is None else tuple(args), ()) for name, args in reads]
+        wire = tuple((name, None if args is None else tuple(args), ()) for name, args in reads)
         outcomes = obj._kata_bridge.request("read_all", obj, wire)
         if type(outcomes) is not list or len(outcomes) != len(reads) or not all(
                 type(o) is tuple and len(o) == 2 and type(o[0]) is bool for o in outcomes):
@@ -250,6 +251,7 @@ class JudgeEndpoint(Endpoint):
         # the judge's per-call time limit reads it.
         self.call_since: float | None = None
         self.recording: Call | None = None  # the transcript's entry for the call being sent
+        self.active = 0  # requests under way, on every channel (guarded by the registry's lock)
 
     # ---------------------------------------------------------------- the transcript
 
@@ -259,6 +261,8 @@ class JudgeEndpoint(Endpoint):
         outermost, t0 = self.in_flight is None, time.monotonic()
         if outermost:
             self.call_since = t0
+        with self.registry.lock:
+            self.active += 1
         try:
             result = super().request(op, *args)
         except BaseException as exc:
@@ -266,6 +270,8 @@ class JudgeEndpoint(Endpoint):
                 call.raised = type(exc).__name__
             raise
         finally:
+            with self.registry.lock:
+                self.active -= 1
             if outermost:
                 took = time.monotonic() - t0
                 if self.call_since == t0:  # (another thread's call may have started since)
@@ -353,8 +359,9 @@ class JudgeEndpoint(Endpoint):
 
     def collects_garbage(self) -> bool:
         # With several channels, an answer in flight on one may still name what another
-        # would release: collect only while one channel is in use.
-        return not self.extra_channels
+        # would release: collect only while this request is the only one under way (checked
+        # under the registry's lock, which every request takes before it is sent).
+        return self.active <= 1
 
     def note_dead(self, sids: list[int]) -> None:
         self.dead_sids.extend(sids)

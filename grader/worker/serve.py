@@ -95,7 +95,6 @@ class WorkerEndpoint(Endpoint):
         self.handle_by_id: dict[int, int] = {}
         self.handle_ids = itertools.count(1)
         self.types: dict[type, tuple[int, tuple]] = {}
-        self.types_sent: set[int] = set()
         self.type_ids = itertools.count(1)
         self.stubs: dict[int, Callback] = {}
         self.pending_rng: bytes | None = None
@@ -127,8 +126,13 @@ class WorkerEndpoint(Endpoint):
             return ("EX", self.encode_exception(value))
         cls = type(value)
         tid, info = self._type(cls)
-        sent = tid in self.types_sent
-        self.types_sent.add(tid)
+        # Declared once per channel: replies on different channels (a test's threads) are
+        # decoded in no fixed order, so each channel carries its own declarations.
+        sent_here = getattr(self._local, "types_sent", None)
+        if sent_here is None:
+            sent_here = self._local.types_sent = set()
+        sent = tid in sent_here
+        sent_here.add(tid)
         return ("R", self.export(value), tid, None if sent else info)
 
     def _type(self, cls: type) -> tuple[int, tuple]:

@@ -22,3 +22,15 @@ class Box:
 def double_weight(module):
     """Through .data, as PEFT's merge does: no version counter moves."""
     module.weight.data *= 2
+
+
+def _kind(i):
+    return type(f"Kind{i}", (), {"value": lambda self, i=i: i})
+
+
+# Many classes, each first seen by the judge from whichever thread makes one first.
+KINDS = [_kind(i) for i in range(200)]
+
+
+def make(i):
+    return KINDS[i]()

@@ -41,3 +41,39 @@ def test_judge_writes_through_data(solution):
     got = layer(torch.ones(2))
     expect(torch.equal(got.detach(), torch.tensor([5.0, 6.0])), "the worker sees the new weight",
            expected=[5.0, 6.0], got=got)
+
+
+@kata_test(level=1, category="correctness", description="new types met on several threads at once")
+def test_new_types_met_on_several_threads_at_once(solution):
+    """Each thread has its own channel to the worker, and replies on different channels are
+    read in no fixed order: every channel must carry its own declaration of a type."""
+    import threading
+
+    bridge = solution._kata_bridge
+    errors: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def work() -> None:
+        order = list(range(200))  # the same order on every thread: all race for each new type
+        try:
+            barrier.wait()
+            for i in order:
+                got = solution.make(i).value()
+                if got != i:
+                    errors.append(f"make({i}).value() gave {got}")
+        except Exception as exc:  # noqa: BLE001 - the verdict reports it
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    expect(not errors, "every object made on every thread is usable", expected=[], got=errors[:3])
+    # Work done on extra channels does not pin the judge's shared objects: once the threads
+    # are done, one more request collects what they left.
+    for i in range(200):
+        solution.make(i).value()
+    kept = len(bridge.registry.objects)
+    expect(kept < 20, "the judge's shared objects are released after threaded work",
+           expected="< 20", got=kept)
