@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from grader.engine import cpus
+from grader.engine.cpus import CpuPlan
 from grader.engine.report import build_scorecard
 from grader.engine.runner import RunOutcome, run_suite
 from grader.grading import read_solution
@@ -223,3 +226,48 @@ def test_a_slow_import_is_timed_on_its_own_clock_not_the_tests():
     tests = by_name(outcome)
     assert tests["test_add"].passed and tests["test_scale"].passed, {
         n: t.message for n, t in tests.items()}
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+                    reason="needs Linux and two CPUs")
+@pytest.mark.parametrize("mode", ["share", "spin"])
+def test_judge_and_worker_share_one_cpu_or_spin_side_by_side(mode, monkeypatch):
+    """Sharing: both pinned to the judge's CPU, nobody polls; side by side: both on every
+    CPU, polling for the other's answer (grader/engine/cpus.py)."""
+    monkeypatch.setenv("KATA_CPU_MODE", mode)
+    outcome = run_suite(FIXTURES / "cpu_suite.py", FIXTURES / "cpu_report.py", "toy", 1, test_timeout_s=30.0)
+    assert {t.name: (t.passed, t.message, t.details.get("got")) for t in outcome.tests} == {
+        "test_judge_and_worker_cpus": (True, "", None)}
+
+
+def test_the_mode_follows_what_other_processes_use():
+    """Side by side only while other work leaves a CPU for each of judge and worker: our own
+    polling does not count as load, another grading's CPU does."""
+    plan = CpuPlan()
+    plan.allowed, plan.usable = frozenset({0, 1}), True
+    hz = cpus._TICKS
+    # One second: judge and worker each busy the whole time (polling), nothing else runs.
+    plan._last = (0.0, 0, 42, 0, 0)
+    plan._sample = lambda pid: (1.0, hz, 42, hz, 2 * hz)
+    assert plan._measured(42) == "spin"
+    # Judge and worker busy half the time each, another grading one whole CPU.
+    plan._last = (0.0, 0, 42, 0, 0)
+    plan._sample = lambda pid: (1.0, hz // 2, 42, hz // 2, 2 * hz)
+    assert plan._measured(42) == "share"
+    # A new worker (another pid) started in the window: all its time is ours.
+    plan._last = (0.0, 0, 41, 10 * hz, 0)
+    plan._sample = lambda pid: (1.0, hz, 42, hz, 2 * hz)
+    assert plan._measured(42) == "spin"
+    # Too short a window says nothing (jiffies are 10 ms).
+    plan._last = (0.0, 0, 42, 0, 0)
+    plan._sample = lambda pid: (0.05, 0, 42, 0, 10 * hz)
+    assert plan._measured(42) is None
+
+
+def test_the_run_ends_when_the_results_are_in_not_when_the_judge_has_shut_down():
+    """The judge says "done" once its worker is gone: its own interpreter shutdown (tenths
+    of a second with torch loaded; 30 s in this suite's atexit) is not waited for."""
+    outcome = run_suite(FIXTURES / "slow_exit_suite.py", FIXTURES / "good.py", "toy", 1,
+                        test_timeout_s=30.0)
+    assert [(t.name, t.passed) for t in outcome.tests] == [("test_add", True)]
+    assert outcome.duration_s < 15, outcome.duration_s

@@ -13,6 +13,7 @@ only the judge holds:
     {"event": "import_start"} / {"event": "import_done", "error": str | null}
     {"event": "start", "nodeid": ...}
     {"event": "result", "nodeid": ..., "passed": bool, "message": str, "details": {...}}
+    {"event": "done"}: the worker is gone and nothing more will come
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 import pytest
 
 from grader.engine import sandbox
+from grader.engine.cpus import CpuPlan
 from grader.engine.failures import (CallTimeout, CandidateImportError, KataTimeout, describe_failure,
                                     import_error_text)
 from grader.engine.judge_bridge import CALL_STATS, WorkerCrashed
@@ -164,11 +166,24 @@ class _Worker:
             raise CandidateImportError(self.import_error)
         _stream.write(event="import_done", error=None)
         self.proxy = self.proxy_seen = value
+        _cpus.worker_changed()
+        self.tune_cpus()
         measure.set_remote(self.process.endpoint)  # efficiency tests measure the worker's share
         return value
 
     def endpoint(self) -> Any:
         return self.process.endpoint if self.process is not None else None
+
+    def tune_cpus(self) -> None:
+        """Side by side or on one CPU, as the machine's load now calls for (see cpus.py)."""
+        endpoint = self.endpoint()
+        if endpoint is None or endpoint.broken is not None or not self.process.alive():
+            return
+        try:
+            _cpus.update(self.process.python_pid(), lambda s: endpoint.request("spin", s),
+                         lambda s: setattr(endpoint.main, "spin_s", s))
+        except Exception:  # noqa: BLE001 - a worker that cannot be tuned is still graded
+            pass
 
     def after_test(self) -> None:
         """Reset the worker for the next test, or discard it when it is broken."""
@@ -197,6 +212,7 @@ class _Worker:
 
 
 _worker = _Worker()
+_cpus = CpuPlan()  # made at import, so the first look at the load covers the judge's start
 
 
 # ---------------------------------------------------------------------------- config
@@ -228,6 +244,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _worker.kill()
+    # Every result is out and the worker is gone: the parent need not wait for this
+    # interpreter's shutdown (a few tenths of a second with torch loaded).
+    _stream.write(event="done")
 
 
 def _register_hypothesis_profile() -> None:
@@ -385,6 +404,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     _stream.write(event="start", nodeid=item.nodeid, t=time.time())
     _worker.take_output()
     _worker.last_endpoint = None
+    _worker.tune_cpus()
     _pending[item.nodeid] = {"passed": True, "message": "", "details": {}, "t0": time.perf_counter(),
                              "import_s": _import_s[0]}
     CALL_STATS["longest_s"] = 0.0

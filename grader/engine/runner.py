@@ -166,6 +166,7 @@ class _RunState:
         self.output_head = ""
         self.output_bytes = 0
         self.contained: bool | None = None
+        self.judge_done = False  # the judge said it has nothing more to send
 
     def handle(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
@@ -175,6 +176,8 @@ class _RunState:
         elif kind == "worker":
             self.contained = bool(event.get("contained"))
             self.notes.extend(str(n)[:500] for n in event.get("notes", [])[:5])
+        elif kind == "done":
+            self.judge_done = True
         elif kind == "import_start":
             self.importing = True
         elif kind == "import_done":
@@ -238,6 +241,8 @@ def _watch(child: _Child, state: _RunState, test_timeout_s: float, deadline: flo
     """Follow the results stream until the judge exits, hangs, or the run's time is up."""
     while True:
         _read_events(child, state)
+        if state.judge_done and state.tests is not None and not state.remaining():
+            return "finished"  # the caller kills the judge, still shutting down
         code = child.proc.poll()
         if code is not None:
             child.events.join(timeout=2)
@@ -326,7 +331,6 @@ def _judge_env(solution: Path, module: str, test_timeout_s: float, max_examples:
         # `python -m` would put the child's working directory first on sys.path, where the
         # candidate's code can write files: a module written there must never be imported.
         "PYTHONSAFEPATH": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONHASHSEED": "0",
         "MPLBACKEND": "Agg",
     })

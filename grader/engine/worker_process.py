@@ -112,7 +112,8 @@ class WorkerProcess:
         except (WireError, ValueError) as exc:
             return False, {"kind": "crashed", "msg": f"the worker sent a bad hello ({exc})"}, None
 
-    def _python_pid(self) -> int | None:
+    def python_pid(self) -> int | None:
+        """The worker's Python process (inside the sandbox: bwrap's child), or None."""
         if self.inner_pid is not None:
             return self.inner_pid
         if self._info_fd is not None:
@@ -129,7 +130,7 @@ class WorkerProcess:
 
     def stack_dump(self, wait_s: float = 0.5) -> str:
         """The worker's thread stacks right now (a faulthandler dump), or ""."""
-        pid = self._python_pid()
+        pid = self.python_pid()
         if pid is None or self.proc is None or self.proc.poll() is not None:
             return ""
         with self.raw_lock:

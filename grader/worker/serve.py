@@ -27,7 +27,7 @@ from typing import Any
 from . import codec, measure
 from .bridge import Endpoint
 from .codec import BridgeError, no_modes
-from .wire import FramedSocket, PeerClosed, WireError
+from .wire import MAX_SPIN_S, FramedSocket, PeerClosed, WireError
 
 MAX_ITEMS = 1_000_000
 MAX_OUTPUT_CHARS = 64_000
@@ -272,6 +272,12 @@ class WorkerEndpoint(Endpoint):
         if self.capture is not None:
             self.capture.new_test()
 
+    def set_spin(self, seconds: Any) -> None:
+        """How long the main channel polls for the judge's next message (see wire.py)."""
+        if type(seconds) is not float or not 0.0 <= seconds <= MAX_SPIN_S:
+            raise BridgeError("spin takes seconds in [0, 0.001]")
+        self.main.spin_s = seconds
+
     def backward(self, handle: int, grad: Any, sids: list) -> list:
         import torch
 
@@ -387,10 +393,11 @@ _OPS = {
     "backward": lambda ep, handle, grad, sids: ep.backward(handle, grad, sids),
     "reset": lambda ep: ep.reset(),
     "ping": lambda ep: "pong",
+    "spin": lambda ep, seconds: ep.set_spin(seconds),
     "stats": lambda ep: {"shared": len(ep.registry.objects), "handles": len(ep.handles),
                          "sids": sorted(ep.registry.objects)[:50]},
 }
-_INTERNAL = frozenset({"reset", "ping", "stats"})
+_INTERNAL = frozenset({"reset", "ping", "spin", "stats"})
 
 
 # ------------------------------------------------------------------------ serving

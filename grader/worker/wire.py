@@ -10,13 +10,17 @@ the judge gets plain data back, or a ``WireError``.
 from __future__ import annotations
 
 import io
+import os
 import pickle
 import socket
 import struct
+import time
 from typing import Any
 
 _HEADER = struct.Struct("<Q")
 DEFAULT_MAX_FRAME_BYTES = 512 * 1024 * 1024
+MAX_SPIN_S = 0.001
+_YIELD_AFTER_S = 0.00005
 
 
 class WireError(Exception):
@@ -55,6 +59,10 @@ class FramedSocket:
     def __init__(self, sock: socket.socket, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.sock = sock
         self.max_frame_bytes = max_frame_bytes
+        # How long a receive polls before it sleeps (0: it sleeps at once). Set while the
+        # peer has a CPU of its own (see grader/engine/cpus.py): waking a sleeping process
+        # on another CPU costs tens of microseconds, an answer usually comes sooner.
+        self.spin_s = 0.0
         self._buf = bytearray(1 << 16)  # bytes received but not yet consumed: [_start, _end)
         self._start = self._end = 0
 
@@ -97,10 +105,24 @@ class FramedSocket:
             self._start, self._end = 0, remaining
         view = memoryview(self._buf)
         while self._end - self._start < n:
-            k = self.sock.recv_into(view[self._end:], len(self._buf) - self._end)
+            k = self._recv_into(view[self._end:], len(self._buf) - self._end)
             if k == 0:
                 raise PeerClosed("the other process closed the connection")
             self._end += k
+
+    def _recv_into(self, view: memoryview, size: int) -> int:
+        if self.spin_s > 0:
+            start = time.perf_counter()
+            while True:
+                try:
+                    return self.sock.recv_into(view, size, socket.MSG_DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    waited = time.perf_counter() - start
+                    if waited > self.spin_s:
+                        break
+                    if waited > _YIELD_AFTER_S:
+                        os.sched_yield()  # a runnable process on this CPU goes first
+        return self.sock.recv_into(view, size)
 
     def close(self) -> None:
         try:
