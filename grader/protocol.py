@@ -83,14 +83,18 @@ def call(fn: Callable, *args: Any, what: str, **kwargs: Any) -> Any:
         raise PropertyFailure(f"{what} is not implemented yet (NotImplementedError)") from exc
 
 
-def call_many(fn: Callable, calls: list[tuple[tuple, dict]], *, what: str) -> list:
+def call_many(fn: Callable, calls: list[tuple[tuple, dict]], *, what: str,
+              clone_args: bool = False) -> list:
     """[fn(*args, **kwargs) for args, kwargs in calls], in one round trip to the worker when
     `fn` is the candidate's (a plain loop for the reference). Use it for the thousands of
-    small calls a distribution test makes; NotImplementedError reads as in `call`."""
+    small calls a distribution test makes; NotImplementedError reads as in `call`. With
+    clone_args, every call gets fresh copies of the tensors among its positional arguments
+    (pass the same tensor to every call: it crosses once, and no call sees what an earlier
+    one did to it in place)."""
     from grader.engine.judge_bridge import call_many as _call_many
 
     try:
-        return _call_many(fn, calls)
+        return _call_many(fn, calls, clone_args)
     except NotImplementedError as exc:
         raise PropertyFailure(f"{what} is not implemented yet (NotImplementedError)") from exc
 

@@ -166,17 +166,19 @@ class RemoteMethod:
         return f"<method {self._name} of {self._obj._kata_type.qualname} (your code)>"
 
 
-def call_many(fn: Any, calls: list[tuple[tuple, dict]]) -> list:
+def call_many(fn: Any, calls: list[tuple[tuple, dict]], clone_args: bool = False) -> list:
     """[fn(*args, **kwargs) for args, kwargs in calls]: when `fn` is the candidate's, the
     worker runs the loop and the whole batch is one request (thousands of small calls, as a
-    distribution test makes, would otherwise cost a round trip each)."""
+    distribution test makes, would otherwise cost a round trip each). With clone_args, each
+    call gets its own copy of every tensor among its positional arguments, made where the
+    call runs: a tensor passed to every call crosses once."""
     calls = [(tuple(args), tuple(dict(kwargs).items())) for args, kwargs in calls]
     if isinstance(fn, RemoteMethod):
         target = fn._obj._kata_bridge.request("getattr", fn._obj, fn._name)
-        return _typed(target._kata_bridge.request("call_many", target, calls), list, "call_many")
+        return _typed(target._kata_bridge.request("call_many", target, calls, clone_args), list, "call_many")
     if isinstance(fn, RemoteObject):
-        return _typed(fn._kata_bridge.request("call_many", fn, calls), list, "call_many")
-    return [fn(*args, **dict(kwargs)) for args, kwargs in calls]
+        return _typed(fn._kata_bridge.request("call_many", fn, calls, clone_args), list, "call_many")
+    return [fn(*(codec.clone_tensors(args) if clone_args else args), **dict(kwargs)) for args, kwargs in calls]
 
 
 def gather(reads: list[tuple[Any, str, tuple | None]]) -> list[tuple[bool, Any]]:

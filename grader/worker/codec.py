@@ -301,6 +301,14 @@ def decode_tensor_data(dtype_name: Any, shape: Any, stride: Any, payload: Any, d
     return out
 
 
+def clone_tensors(args: Any) -> tuple:
+    """`args` with each tensor among them replaced by a clone (other values as they are)."""
+    torch = torch_loaded()
+    if torch is None:
+        return tuple(args)
+    return tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
 def refresh_tensor(dst: Any, src: Any) -> None:
     """Make `dst` hold `src`'s values (and shape/dtype if they changed), in place."""
     import torch

@@ -357,10 +357,13 @@ def _gather(ep: WorkerEndpoint, reads: list) -> list:
     return out
 
 
-def _call_many(ep: WorkerEndpoint, fn: Any, calls: list) -> list:
-    """Like [fn(*a, **dict(kw)) for a, kw in calls], in one request."""
+def _call_many(ep: WorkerEndpoint, fn: Any, calls: list, clone_args: Any = False) -> list:
+    """Like [fn(*a, **dict(kw)) for a, kw in calls], in one request; with clone_args, each
+    call gets its own copy of every tensor among its positional arguments."""
     out = []
     for args, kwargs in calls:
+        if clone_args is True:
+            args = codec.clone_tensors(args)
         out.append(fn(*args, **dict(kwargs)))
     return out
 

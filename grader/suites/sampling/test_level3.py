@@ -242,10 +242,11 @@ def spec_runs(solution: Any, name: str) -> tuple[list[list[int]], dict]:
     if key not in _spec_runs:
         g = gen(seed)
         drafts = torch.multinomial(q, SPEC_CALLS, replacement=True, generator=g).T  # (calls, K)
-        # One round trip for all the calls (the candidate may run in another process).
+        # One round trip for all the calls (the candidate may run in another process); each
+        # call gets its own copies of the tensors, made where it runs.
         got = call_many(solution.speculative_verify,
-                        [((d.clone(), q.clone(), p.clone()), {"generator": g}) for d in drafts],
-                        what="speculative_verify")
+                        [((d, q, p), {"generator": g}) for d in drafts.unbind(0)],
+                        what="speculative_verify", clone_args=True)
         _spec_runs[key] = [token_list(run, q.shape[0], inp) for run in got]
     return _spec_runs[key], inp
 
