@@ -90,7 +90,8 @@ def call_many(fn: Callable, calls: list[tuple[tuple, dict]], *, what: str,
     small calls a distribution test makes; NotImplementedError reads as in `call`. With
     clone_args, every call gets fresh copies of the tensors among its positional arguments
     (pass the same tensor to every call: it crosses once, and no call sees what an earlier
-    one did to it in place)."""
+    one did to it in place). A list a call returns is a copy: later changes to it are not
+    seen."""
     from grader.engine.judge_bridge import call_many as _call_many
 
     try:
@@ -107,6 +108,18 @@ def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool
     from grader.engine.judge_bridge import read_all as _read_all
 
     return _read_all(obj, reads)
+
+
+def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tuple | None]] = (),
+                   result_reads: list[tuple[str, tuple | None]] = ()) -> tuple:
+    """obj.name(*args), then `result_reads` on the value it returned and `reads` on obj (each
+    as read_all makes them), whatever the call did. Returns ((True, value) or (False, the
+    exception raised), the reads' outcomes, the result reads' outcomes: none of those when
+    the call raised), in one round trip when obj is the candidate's: a lockstep step and
+    the state it leaves."""
+    from grader.engine.judge_bridge import call_then_read as _call_then_read
+
+    return _call_then_read(obj, name, args, reads, result_reads)
 
 
 def gather(reads: list[tuple[Any, str, tuple | None]]) -> list[tuple[bool, Any]]:

@@ -5,6 +5,11 @@ grading each kata's reference, and of a coach's review of one bundle with three 
     python scripts/bench_grading.py paged-kv -n 5
     python scripts/bench_grading.py --review        # review of a 3-kata bundle, 5 runs
     python scripts/bench_grading.py --failing       # also a buggy file per level, graded fully
+    python scripts/bench_grading.py --against fdaedb2 paged-kv -n 5   # old and new, interleaved
+
+With --against REV, each grading runs in a fresh process, alternately from this checkout and
+from a worktree of REV (both warmed up first): the ratio of their medians is fair even when
+the machine's speed drifts, as a shared virtual machine's does by 20 % within the hour.
 
 With --failing, each kata's corpus gives its first buggy file of each level (tests/corpus/<m>/
 corpus.toml), graded with the whole suite like a candidate's file: the median of those against
@@ -18,6 +23,7 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -68,6 +74,50 @@ def bench_failing(kata, passing_s: float, passing_cpu_s: float) -> None:
           + ", ".join(f"L{lv} {t:.1f} s ({sc})" for t, lv, _, sc, _ in rows), flush=True)
 
 
+_ONE_GRADING = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from grader.catalog import load_catalog
+from grader.grading import grade
+kata = load_catalog().get(sys.argv[2])
+t0 = time.perf_counter()
+score = grade(kata, kata.reference_path, seed=int(sys.argv[3])).score
+print(time.perf_counter() - t0, score)
+"""
+
+
+def bench_against(rev: str, slugs: list[str], repeats: int) -> None:
+    """Median wall time of grading each reference, this checkout against `rev`, interleaved."""
+    here = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="kata-bench-") as tmp:
+        old = Path(tmp) / "old"
+        subprocess.run(["git", "-C", str(here), "worktree", "add", "--detach", "-q", str(old), rev], check=True)
+        try:
+            trees = {"old": old, "new": here}
+
+            def one(tree: Path, slug: str, seed: int) -> tuple[float, int]:
+                env = {**os.environ, "PYTHONPATH": str(tree)}
+                out = subprocess.run([sys.executable, "-c", _ONE_GRADING, str(tree), slug, str(seed)],
+                                     env=env, cwd=tmp, capture_output=True, text=True, check=True)
+                took, score = out.stdout.split()[-2:]
+                return float(took), int(score)
+
+            for slug in slugs or sorted(load_catalog().katas):
+                for tree in trees.values():
+                    one(tree, slug, 10_000)  # the reference's timings, measured once per machine
+                times: dict[str, list[float]] = {"old": [], "new": []}
+                scores = {}
+                for seed in range(repeats):
+                    for name, tree in trees.items():
+                        took, scores[name] = one(tree, slug, seed)
+                        times[name].append(took)
+                o, n = statistics.median(times["old"]), statistics.median(times["new"])
+                print(f"{slug:10s} {rev[:10]} {o:6.2f} s  now {n:6.2f} s  ratio {n / o:4.2f}  "
+                      f"(scores {scores['old']}, {scores['new']}; n={repeats})", flush=True)
+        finally:
+            subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", str(old)], check=False)
+
+
 def cpu_s() -> float:
     """CPU seconds of this process and every process it has waited for (the judge, the
     worker, the sandbox): less sensitive to other load on the machine than wall time."""
@@ -116,9 +166,13 @@ def main() -> None:
     parser.add_argument("--review", action="store_true")
     parser.add_argument("--failing", action="store_true",
                         help="also grade a buggy corpus file per level and compare")
+    parser.add_argument("--against", metavar="REV",
+                        help="compare with the grader of git revision REV, interleaved")
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs", flush=True)
-    if args.review:
+    if args.against:
+        bench_against(args.against, args.katas, args.repeats)
+    elif args.review:
         bench_review(args.repeats)
     else:
         bench_katas(args.katas, args.repeats, args.failing)

@@ -171,7 +171,8 @@ def call_many(fn: Any, calls: list[tuple[tuple, dict]], clone_args: bool = False
     worker runs the loop and the whole batch is one request (thousands of small calls, as a
     distribution test makes, would otherwise cost a round trip each). With clone_args, each
     call gets its own copy of every tensor among its positional arguments, made where the
-    call runs: a tensor passed to every call crosses once."""
+    call runs: a tensor passed to every call crosses once. Results are values: a list the
+    candidate returns arrives as a copy, not as a shared object."""
     calls = [(tuple(args), tuple(dict(kwargs).items())) for args, kwargs in calls]
     if isinstance(fn, RemoteMethod):
         target = fn._obj._kata_bridge.request("getattr", fn._obj, fn._name)
@@ -214,6 +215,33 @@ def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool
         except Exception as exc:  # noqa: BLE001
             out.append((False, exc))
     return out
+
+
+def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tuple | None]] = (),
+                   result_reads: list[tuple[str, tuple | None]] = ()) -> tuple:
+    """obj.name(*args), then `result_reads` on what it returned and `reads` on obj, as
+    read_all makes them, whatever the call did: ((True, value) or (False, exception), the
+    reads' outcomes, the result reads' outcomes; none of those when the call raised). One
+    request when obj is the candidate's: a lockstep step and the state it leaves."""
+    if isinstance(obj, RemoteObject):
+        wire = [tuple((n, None if a is None else tuple(a), ()) for n, a in rs) for rs in (reads, result_reads)]
+        answer = obj._kata_bridge.request("call_then_read", obj, name, tuple(args), (), *wire)
+        if not (type(answer) is tuple and len(answer) == 3 and _outcome_shape(answer[0])
+                and all(type(part) is list and all(_outcome_shape(o) for o in part) for part in answer[1:])
+                and len(answer[1]) == len(reads)
+                and len(answer[2]) == (len(result_reads) if answer[0][0] else 0)):
+            raise TypeError("call_then_read: the worker's answer does not fit the call and reads")
+        return answer
+    try:
+        first: tuple[bool, Any] = (True, getattr(obj, name)(*args))
+    except Exception as exc:  # noqa: BLE001 - the call's outcome, error or not
+        first = (False, exc)
+    of_result = read_all(first[1], list(result_reads)) if first[0] else []
+    return first, read_all(obj, list(reads)), of_result
+
+
+def _outcome_shape(outcome: Any) -> bool:
+    return type(outcome) is tuple and len(outcome) == 2 and type(outcome[0]) is bool
 
 
 def _typed(value: Any, kind: type, what: str) -> Any:
@@ -280,7 +308,13 @@ class JudgeEndpoint(Endpoint):
                     self.call_since = None
                 if took > CALL_STATS["longest_s"]:
                     CALL_STATS["longest_s"] = took
-        if call is not None and isinstance(result, RemoteObject):
+        if call is not None and op == "call_then_read" and type(result) is tuple and result:
+            ok, value = result[0] if type(result[0]) is tuple and len(result[0]) == 2 else (True, None)
+            if not ok:
+                call.raised = type(value).__name__
+            elif isinstance(value, RemoteObject):
+                call.result = value
+        elif call is not None and isinstance(result, RemoteObject):
             call.result = result
         return result
 
@@ -291,8 +325,8 @@ class JudgeEndpoint(Endpoint):
         try:
             if op == "call":
                 call = Call(op, args[0], None, snapshot(args[1]), snapshot(args[2]))
-            elif op == "callmethod":
-                call = Call(op, args[0], args[1], snapshot(args[2]), snapshot(args[3]))
+            elif op in ("callmethod", "call_then_read"):  # (the reads are not calls to replay)
+                call = Call("callmethod", args[0], args[1], snapshot(args[2]), snapshot(args[3]))
             else:  # getattr / setattr
                 call = Call(op, args[0], args[1], snapshot(args[2:]), ())
         except Exception:  # noqa: BLE001 - a transcript must never fail a test
@@ -520,7 +554,7 @@ class JudgeEndpoint(Endpoint):
         return original if original is not None else exc
 
 
-_RECORDED = frozenset({"call", "callmethod", "getattr", "setattr"})
+_RECORDED = frozenset({"call", "callmethod", "call_then_read", "getattr", "setattr"})
 
 # The longest outermost call into the worker since the plugin last reset it (per test): the
 # reference's figure sets each test's per-call time limit (grader/engine/time_limits.py).

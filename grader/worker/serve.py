@@ -349,6 +349,18 @@ def _read_all(ep: WorkerEndpoint, obj: Any, reads: list) -> list:
     return out
 
 
+def _call_then_read(ep: WorkerEndpoint, obj: Any, name: Any, args: Any, kwargs: Any, reads: Any,
+                    result_reads: Any) -> tuple:
+    """(outcome of obj.name(*args, **kwargs), read_all's outcomes on obj, and on the call's
+    value: none if it raised): a step and the state it leaves, in one request."""
+    try:
+        first = (True, getattr(obj, name)(*args, **dict(kwargs)))
+    except Exception as exc:  # noqa: BLE001 - the call's outcome, error or not
+        first = (False, exc)
+    of_result = _read_all(ep, first[1], result_reads) if first[0] else []
+    return first, _read_all(ep, obj, reads), of_result
+
+
 def _gather(ep: WorkerEndpoint, reads: list) -> list:
     """read_all across objects: each (target, name, args or None, kwargs)."""
     out = []
@@ -357,20 +369,28 @@ def _gather(ep: WorkerEndpoint, reads: list) -> list:
     return out
 
 
+class _Copied(list):
+    """A list that crosses as a plain copy ("L0"), not as a shared object."""
+
+
 def _call_many(ep: WorkerEndpoint, fn: Any, calls: list, clone_args: Any = False) -> list:
     """Like [fn(*a, **dict(kw)) for a, kw in calls], in one request; with clone_args, each
-    call gets its own copy of every tensor among its positional arguments."""
-    out = []
+    call gets its own copy of every tensor among its positional arguments. The results, and
+    the lists among them, cross as copies: thousands of them would otherwise each be a
+    shared object, checked for changes at every later message."""
+    out = _Copied()
     for args, kwargs in calls:
         if clone_args is True:
             args = codec.clone_tensors(args)
-        out.append(fn(*args, **dict(kwargs)))
+        value = fn(*args, **dict(kwargs))
+        out.append(_Copied(value) if type(value) is list else value)
     return out
 
 
 _OPS = {
     "call_many": _call_many,
     "read_all": _read_all,
+    "call_then_read": _call_then_read,
     "gather": _gather,
     "getattr": lambda ep, obj, name: getattr(obj, name),
     "setattr": lambda ep, obj, name, value: setattr(obj, name, value),

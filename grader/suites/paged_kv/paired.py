@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from grader.protocol import read_all, PropertyFailure
+from grader.protocol import PropertyFailure, call_then_read, read_all
 from grader.suites.paged_kv.rules import RULE, rule
 from grader.suites.paged_kv.strategies import (ceil_div, raised_text, shared_slots, sharing_classes,
                                                short_prefix)
@@ -54,6 +54,8 @@ class Paired:
         self.failed = False
         self.got_tables: dict[str, list[int]] = {}
         self.want_tables: dict[str, list[int]] = {}
+        # (live request ids, read outcomes) of the candidate's state, read with the last call
+        self.prefetched: tuple[list[str], list[tuple[bool, Any]]] | None = None
 
     # ------------------------------------------------------------------ calls
 
@@ -64,7 +66,7 @@ class Paired:
         live = request_id in self.history
         got_old, want_old = self.got_tables.get(request_id, []), self.want_tables.get(request_id, [])
         decider = "negative" if k < 0 else self._allocate_rule(request_id, k)
-        want, got = self._run(call, lambda a: a.allocate(request_id, k), decider)
+        want, got = self._run_method(call, "allocate", (request_id, k), decider)
         if want is _RAISED:
             self.check(call, "rejected")
             return want
@@ -78,7 +80,7 @@ class Paired:
         self.steps.append(("free", (request_id,)))
         call = f"free({request_id!r})"
         decider = "free" if request_id in self.history else "unknown"
-        want, got = self._run(call, lambda a: a.free(request_id), decider)
+        want, got = self._run_method(call, "free", (request_id,), decider)
         if want is _RAISED:
             self.check(call, "rejected")
             return want
@@ -95,7 +97,7 @@ class Paired:
         decider = {"free": "unknown", "block_table": "unknown", "num_tokens": "unknown",
                    "allocate": "negative", "fork": "fork_unknown" if args[0] not in self.history else "fork_exists",
                    "allocate_prompt": "prompt_exists" if args[0] in self.history else "prompt_empty"}[method]
-        want, _ = self._run(call, lambda a: getattr(a, method)(*args), decider)
+        want, _ = self._run_method(call, method, args, decider)
         assert want is _RAISED, f"the suite expected {call} to be rejected"
         self.check(call, "rejected")
 
@@ -104,7 +106,7 @@ class Paired:
         call = f"fork({parent_id!r}, {child_id!r})"
         decider = ("fork_unknown" if parent_id not in self.history
                    else "fork_exists" if child_id in self.history else "fork")
-        want, _ = self._run(call, lambda a: a.fork(parent_id, child_id), decider)
+        want, _ = self._run_method(call, "fork", (parent_id, child_id), decider)
         if want is _RAISED:
             self.check(call, "rejected")
             return want
@@ -115,7 +117,7 @@ class Paired:
     def pop_copies(self) -> list[tuple[int, int]]:
         self.steps.append(("pop_copies", ()))
         call = "pop_copies()"
-        want, got = self._run(call, lambda a: a.pop_copies(), "pop_copies")
+        want, got = self._run_method(call, "pop_copies", (), "pop_copies")
         try:
             got = [tuple(c) for c in got]
         except TypeError:
@@ -143,8 +145,8 @@ class Paired:
                    else "prompt_empty" if not tokens else "prompt_room")
         context = self._prompt_context(tokens)
         passed = list(tokens)
-        want, got = self._run(call, lambda a: a.allocate_prompt(request_id, passed if a is self.got else list(tokens)),
-                              decider)
+        want, got = self._run_method(call, "allocate_prompt", (request_id, list(tokens)), decider,
+                                     got_args=(request_id, passed))
         if want is _RAISED:
             self.check(call, "rejected")
             return want
@@ -158,7 +160,7 @@ class Paired:
             self.check(call, "rejected")
             return want
         self.history[request_id] = list(tokens)
-        table = self._read(call, lambda: list(self.got.block_table(request_id)), "prompt_tokens")
+        table = self._table_after(call, request_id, "prompt_tokens")
         for position in range(want, len(tokens)):  # hit tokens are read, not written
             self._write(table, request_id, position)
         self.check(call, "prompt", request_id)
@@ -174,9 +176,11 @@ class Paired:
     def check(self, call: str, kind: str, request_id: str | None = None) -> None:
         """Compare everything observable after `call` (of `kind`); name the deciding rule."""
         live = sorted(self.history)
-        # One round trip for the whole state: every table, every count, the free blocks.
-        reads = read_all(self.got, [("block_table", (r,)) for r in live] + [("num_tokens", (r,)) for r in live]
-                         + [("num_free_blocks", None)])
+        # One round trip for the whole state: every table, every count, the free blocks
+        # (read with the call itself when it left the live requests foreseen).
+        prefetched, self.prefetched = self.prefetched, None
+        reads = prefetched[1] if prefetched is not None and prefetched[0] == live else read_all(
+            self.got, _state_reads(live))
         tables = [self._outcome(call, reads[i], "ceil") for i in range(len(live))]
         counts = {r: reads[len(live) + i] for i, r in enumerate(live)}
         self.got_tables = {r: list(table) if isinstance(table, list) else table for r, table in zip(live, tables)}
@@ -294,31 +298,43 @@ class Paired:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _run(self, call: str, fn: Callable[[Any], Any], decider: str) -> tuple[Any, Any]:
-        """Call fn on the reference, then on the candidate. When the reference raises, the
-        candidate must raise the same error type: then both results are _RAISED."""
+    def _run_method(self, call: str, method: str, args: tuple, decider: str, *,
+                    got_args: tuple | None = None) -> tuple[Any, Any]:
+        """Like _run, for one method called on both, the candidate's with got_args (default:
+        the same args). The candidate's state after the call, for the live requests the
+        reference then has, is read in the same round trip and kept for check()."""
         self.calls.append(call)
+        self.prefetched = None
         try:
-            want = fn(self.want)
+            want = getattr(self.want, method)(*args)
         except (KeyError, ValueError) as exc:
             want_error: BaseException | None = exc
             want = None
         else:
             want_error = None
-        try:
-            got = fn(self.got)
-        except NotImplementedError:
-            raise  # the scorecard says "not implemented yet"
-        except Exception as exc:  # noqa: BLE001 - the candidate's error is the failure shown
-            if want_error is not None and isinstance(exc, type(want_error)):
+        live = sorted(self.want._block_tables)
+        (ok, got), reads, _ = call_then_read(self.got, method, args if got_args is None else got_args,
+                                             _state_reads(live))
+        self.prefetched = (live, reads)
+        if not ok:
+            if isinstance(got, NotImplementedError):
+                raise got  # the scorecard says "not implemented yet"
+            if want_error is not None and isinstance(got, type(want_error)):
                 return _RAISED, _RAISED
             self._fail(f"{call} — rule: {RULE[decider]}",
                        expected=f"raises {type(want_error).__name__}" if want_error else f"returns {want!r}",
-                       got=raised_text(exc))
+                       got=raised_text(got))
         if want_error is not None:
             self._fail(f"{call} — rule: {RULE[decider]}", expected=f"raises {type(want_error).__name__}",
                        got=f"returned {got!r}")
         return want, got
+
+    def _table_after(self, call: str, request_id: str, decider: str) -> list[int]:
+        """block_table(request_id) of the candidate's, as read with the last call."""
+        prefetched = self.prefetched
+        if prefetched is not None and request_id in prefetched[0]:
+            return list(self._outcome(call, prefetched[1][prefetched[0].index(request_id)], decider))
+        return self._read(call, lambda: list(self.got.block_table(request_id)), decider)
 
     def _candidate(self, call: str, fn: Callable[[], Any], decider_text: str, expected: Any) -> Any:
         try:
@@ -359,7 +375,7 @@ class Paired:
 
     def _record_allocation(self, call: str, request_id: str, k: int, old: list[int], want_old: list[int]) -> None:
         """Check and replay a successful allocate: copy-on-write, then the k new tokens."""
-        new_table = self._read(call, lambda: list(self.got.block_table(request_id)), "ceil")
+        new_table = self._table_after(call, request_id, "ceil")
         copied = self._apply_copies(old, new_table)
         want_new = self.want.block_table(request_id)
         want_copied = [i for i, (a, b) in enumerate(zip(want_old, want_new)) if a != b]
@@ -392,6 +408,12 @@ class Paired:
 
 
 RAISED = _RAISED
+
+
+def _state_reads(live: list[str]) -> list[tuple[str, tuple | None]]:
+    """Everything check() compares: each live request's table and token count, the free blocks."""
+    return ([("block_table", (r,)) for r in live] + [("num_tokens", (r,)) for r in live]
+            + [("num_free_blocks", None)])
 
 
 def _shown(value: Any) -> Any:

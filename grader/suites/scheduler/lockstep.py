@@ -18,7 +18,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from grader.protocol import PropertyFailure, gather, read_all
+from grader.protocol import PropertyFailure, call_then_read, read_all
 from grader.suites.scheduler.strategies import config_text, configs, fit, request_text
 
 # The statement's rules, as a failure names them.
@@ -67,11 +67,20 @@ def view(batch: Any, outcomes: list[tuple[bool, Any]] | None = None) -> dict:
                               "and finished (lists)", got=repr(batch), note=str(exc)) from exc
 
 
-def _value(outcome: tuple[bool, Any]) -> Any:
+def outcome_value(outcome: tuple[bool, Any]) -> Any:
     ok, value = outcome
     if not ok:
         raise value
     return value
+
+
+def step_reads(sched: Any) -> tuple[Callable[[], Any], tuple[bool, Any], list[tuple[bool, Any]]]:
+    """sched.step(), then the Batch's fields and has_unfinished(), in one round trip: (a
+    callable giving the Batch or raising what step() raised, for `call`; has_unfinished's
+    outcome; the fields' outcomes, for `view`)."""
+    outcome, reads, fields = call_then_read(sched, "step", (), [("has_unfinished", ())],
+                                            [(name, None) for name in _FIELDS])
+    return (lambda: outcome_value(outcome)), reads[0], fields
 
 
 def call(fn: Callable[[], Any], what: str, calls: list[str], source: str | None = None) -> Any:
@@ -221,6 +230,7 @@ class Pair:
         self.sol = call(lambda: solution.Scheduler(**cfg), "Scheduler(...)", self.calls, self.source)
         self.mirror = Mirror(cfg)
         self.num_steps = 0
+        self.unfinished_read: tuple[bool, Any] | None = None  # has_unfinished() read with the last call
 
     def fail(self, prop: str, expected: Any, got: Any, note: str | None = None) -> None:
         if self.headline:
@@ -233,8 +243,12 @@ class Pair:
         self.calls.append(request_text(rid, p, m, prio, t))
         want = error_of(lambda: self.ref.add_request(self.ref_mod.Request(rid, p, m, prio, t)),
                         ValueError, "reference add_request", self.calls)
-        got = error_of(lambda: self.sol.add_request(self.sol_mod.Request(rid, p, m, prio, t)),
-                       ValueError, "add_request", self.calls, self.source)
+        self.unfinished_read = None
+        made: list[Any] = []  # the candidate's Request (its constructor may reject the fields)
+        got = error_of(lambda: made.append(self.sol_mod.Request(rid, p, m, prio, t)), ValueError,
+                       "add_request", self.calls, self.source)
+        if got is None:
+            got = self._sol_call("add_request", (made[0],), ValueError, "add_request")
         if want != got:
             self.fail(self.mirror.add_error_rule(rid, p, m), expected=want or "accepted",
                       got=got or "accepted")
@@ -246,8 +260,9 @@ class Pair:
     def abort(self, rid: str) -> bool:
         """abort on both; True when it succeeded."""
         self.calls.append(f"abort({rid!r})")
+        self.unfinished_read = None
         want = error_of(lambda: self.ref.abort(rid), KeyError, "reference abort", self.calls)
-        got = error_of(lambda: self.sol.abort(rid), KeyError, "abort", self.calls, self.source)
+        got = self._sol_call("abort", (rid,), KeyError, "abort")
         if want != got:
             self.fail("abort raises KeyError exactly for an unknown, finished or already "
                       f"aborted id (here: {self.mirror.state(rid)})",
@@ -262,24 +277,35 @@ class Pair:
         """step() on both; the first Batch that differs fails, naming the rule."""
         self.num_steps += 1
         self.calls.append(f"step() #{self.num_steps}")
+        self.unfinished_read = None
         want = view(self.ref.step())
-        batch = call(self.sol.step, f"step() #{self.num_steps}", self.calls, self.source)
-        # The Batch's fields and has_unfinished() in one round trip.
-        outcomes = gather([(batch, name, None) for name in _FIELDS] + [(self.sol, "has_unfinished", ())])
-        got = view(batch, outcomes[:4])
+        stepped, unfinished, fields = step_reads(self.sol)
+        got = view(call(stepped, f"step() #{self.num_steps}", self.calls, self.source), fields)
         if want != got:
             self.fail(f"step {self.num_steps} is the first whose Batch differs from the correct "
                       f"schedule: {explain(want, got, self.mirror)}", expected=want, got=got)
         self.mirror.apply(want)
-        self.check_unfinished(outcomes[4])
+        self.unfinished_read = unfinished
+        self.check_unfinished(after_call=True)
         return want
 
-    def check_unfinished(self, read: tuple[bool, Any] | None = None) -> None:
+    def _sol_call(self, name: str, args: tuple, expected: type[BaseException], what: str) -> str | None:
+        """error_of for a method of the candidate's scheduler; has_unfinished() is read in
+        the same round trip and kept for check_unfinished(after_call=True)."""
+        outcome, reads, _ = call_then_read(self.sol, name, args, [("has_unfinished", ())])
+        self.unfinished_read = reads[0]
+        return error_of(lambda: outcome_value(outcome), expected, what, self.calls, self.source)
+
+    def check_unfinished(self, read: tuple[bool, Any] | None = None, *, after_call: bool = False) -> None:
+        """has_unfinished() of both agree: `read` (an outcome already read), or with
+        after_call the one read with the last add_request/abort/step, or read now."""
+        if after_call and read is None:
+            read = self.unfinished_read
         want = self.ref.has_unfinished()
         if read is None:
             got = call(self.sol.has_unfinished, "has_unfinished()", self.calls, self.source)
         else:
-            got = call(lambda: _value(read), "has_unfinished()", self.calls, self.source)
+            got = call(lambda: outcome_value(read), "has_unfinished()", self.calls, self.source)
         if want != got:
             self.fail(RULE_UNFINISHED, expected=want, got=got)
 
@@ -368,7 +394,7 @@ def run_lockstep(solution: Any, reference: Any, level: int, max_examples: int) -
         @invariant()
         def same_unfinished(self) -> None:
             if hasattr(self, "pair"):
-                self.pair.check_unfinished()
+                self.pair.check_unfinished(after_call=True)
 
     run_state_machine_as_test(
         Lockstep, settings=settings(max_examples=max_examples, stateful_step_count=10,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.protocol import PropertyFailure, expect
-from grader.suites.scheduler.lockstep import call, error_of, view
+from grader.suites.scheduler.lockstep import call, error_of, outcome_value, step_reads, view
 from grader.suites.scheduler.strategies import capacity, config_text, fit, request_text
 
 
@@ -38,6 +38,7 @@ class TraceModel:
     calls: list[str] = field(default_factory=list)
     reqs: dict[str, _Req] = field(default_factory=dict)
     num_steps: int = 0
+    unfinished: Any = None  # has_unfinished() as read with the last step
 
     def fail(self, name: str, prop: str, expected: Any = None, got: Any = None,
              note: str | None = None) -> None:
@@ -211,10 +212,11 @@ def drive(solution: Any, scenario: tuple[dict, list[tuple]], check: str | None,
 def step(sched: Any, model: TraceModel, source: str | None = None) -> dict:
     model.num_steps += 1
     model.calls.append(f"step() #{model.num_steps}")
-    batch = view(call(sched.step, f"step() #{model.num_steps}", model.calls, source))
+    stepped, unfinished, fields = step_reads(sched)  # one round trip
+    batch = view(call(stepped, f"step() #{model.num_steps}", model.calls, source), fields)
     model.on_batch(dict(batch, prefill=dict(batch["prefill"])))
     want = bool(model.live("waiting") or model.live("running"))
-    got = call(sched.has_unfinished, "has_unfinished()", model.calls, source)
+    got = model.unfinished = call(lambda: outcome_value(unfinished), "has_unfinished()", model.calls, source)
     if got != want:
         model.fail("finish", f"step {model.num_steps}: has_unfinished() is True exactly while "
                    "requests wait or run", expected=want, got=got)
@@ -242,10 +244,12 @@ def liveness_bound(model: TraceModel) -> int:
 def _drain(sched: Any, model: TraceModel, source: str | None) -> None:
     bound = liveness_bound(model)
     model.calls.append(f"... step until has_unfinished() is False (at most {bound} steps)")
+    unfinished = call(sched.has_unfinished, "has_unfinished()", model.calls, source)
     for _ in range(bound):
-        if not call(sched.has_unfinished, "has_unfinished()", model.calls, source):
+        if not unfinished:
             break
         step(sched, model, source)
+        unfinished = model.unfinished  # read with the step
     left = sorted(r.rid for r in model.live("waiting") + model.live("running"))
     if left or sched.has_unfinished():
         model.fail("liveness", "once arrivals stop, every request finishes within N * W steps "
