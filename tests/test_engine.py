@@ -214,7 +214,9 @@ def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objec
         "test_list_appended_through_a_temporary": (True, ""),
         "test_candidate_writes_through_data": (True, ""),
         "test_judge_writes_through_data": (True, ""),
-        "test_new_types_met_on_several_threads_at_once": (True, "")}
+        "test_new_types_met_on_several_threads_at_once": (True, ""),
+        "test_call_then_read_is_a_call_then_its_reads": (True, ""),
+        "test_call_many_clones_tensor_arguments_and_copies_results": (True, "")}
 
 
 def test_a_slow_import_is_timed_on_its_own_clock_not_the_tests():

@@ -34,3 +34,28 @@ KINDS = [_kind(i) for i in range(200)]
 
 def make(i):
     return KINDS[i]()
+
+
+class Tally:
+    """For call_then_read: a call that may raise, and state to read after it."""
+
+    def __init__(self):
+        self.total = 0
+
+    def add(self, k):
+        if k < 0:
+            raise ValueError("k must be >= 0")
+        self.total += k
+        return [self.total]
+
+    def doubled(self):
+        return 2 * self.total
+
+
+def numbers(n):
+    return list(range(n))
+
+
+def double_in_place(x):
+    x.add_(1.0)
+    return x

@@ -77,3 +77,39 @@ def test_new_types_met_on_several_threads_at_once(solution):
     kept = len(bridge.registry.objects)
     expect(kept < 20, "the judge's shared objects are released after threaded work",
            expected="< 20", got=kept)
+
+
+@kata_test(level=1, category="correctness", description="a call and the state it leaves, in one request")
+def test_call_then_read_is_a_call_then_its_reads(solution):
+    from grader.protocol import call_then_read
+
+    tally = solution.Tally()
+    first, reads, of_result = call_then_read(tally, "add", (2,), [("total", None), ("doubled", ())],
+                                             [("__len__", ())])
+    expect(first[0] and first[1] == [2] and reads == [(True, 2), (True, 4)] and of_result == [(True, 1)],
+           "the call's value, then the reads on the object and on the value",
+           expected="(True, [2]), [(True, 2), (True, 4)], [(True, 1)]", got=(first, reads, of_result))
+    first, reads, of_result = call_then_read(tally, "add", (-1,), [("total", None), ("missing", None)],
+                                             [("__len__", ())])
+    expect(not first[0] and isinstance(first[1], ValueError) and reads[0] == (True, 2)
+           and not reads[1][0] and isinstance(reads[1][1], AttributeError) and of_result == [],
+           "a call that raised: its exception, the reads all the same (each its own outcome), none on its value",
+           got=(first, reads, of_result))
+
+
+@kata_test(level=1, category="correctness", description="call_many: one request, results as copies")
+def test_call_many_clones_tensor_arguments_and_copies_results(solution):
+    from grader.protocol import call_many
+
+    bridge = solution._kata_bridge
+    shared_before = len(bridge.registry.objects)
+    x = torch.zeros(3)
+    got = call_many(solution.double_in_place, [((x,), {}) for _ in range(3)], what="double_in_place",
+                    clone_args=True)
+    expect([g.tolist() for g in got] == [[1.0, 1.0, 1.0]] * 3 and x.tolist() == [0.0, 0.0, 0.0],
+           "with clone_args every call gets a fresh copy: no call sees another's change",
+           expected="[1, 1, 1] three times, x still zeros", got=([g.tolist() for g in got], x.tolist()))
+    lists = call_many(solution.numbers, [((n,), {}) for n in range(50)], what="numbers")
+    expect(lists[3] == [0, 1, 2] and len(bridge.registry.objects) - shared_before < 10,
+           "results are plain copies, not shared objects kept for the test",
+           expected="< 10 new shared objects", got=len(bridge.registry.objects) - shared_before)
