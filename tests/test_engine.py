@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -260,9 +261,9 @@ def test_the_mode_follows_what_other_processes_use():
     plan._last = (0.0, 0, 41, 10 * hz, 0)
     plan._sample = lambda pid: (1.0, hz, 42, hz, 2 * hz)
     assert plan._measured(42) == "spin"
-    # Too short a window says nothing (jiffies are 10 ms).
-    plan._last = (0.0, 0, 42, 0, 0)
-    plan._sample = lambda pid: (0.05, 0, 42, 0, 10 * hz)
+    # Too short a window says nothing (jiffies are 10 ms), and is not even sampled.
+    plan._last = (time.monotonic(), 0, 42, 0, 0)
+    plan._sample = lambda pid: pytest.fail("sampled a window shorter than MIN_INTERVAL_S")
     assert plan._measured(42) is None
 
 

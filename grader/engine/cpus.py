@@ -83,13 +83,13 @@ class CpuPlan:
             self._last = self._sample(None)
 
     def _measured(self, worker_pid: int) -> str | None:
-        now = self._sample(worker_pid)
         last = self._last
-        if now is None or last is None:
+        if last is None or time.monotonic() - last[0] < MIN_INTERVAL_S:
+            return None
+        now = self._sample(worker_pid)
+        if now is None:
             return None
         wall = now[0] - last[0]
-        if wall < MIN_INTERVAL_S:
-            return None
         self._last = now
         worker_before = last[3] if last[2] == worker_pid else 0
         ours = (now[1] - last[1]) + (now[3] - worker_before)  # in ticks
