@@ -122,14 +122,6 @@ def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tupl
     return _call_then_read(obj, name, args, reads, result_reads)
 
 
-def gather(reads: list[tuple[Any, str, tuple | None]]) -> list[tuple[bool, Any]]:
-    """read_all across objects: for each (obj, name, args), obj.name(*args), or the
-    attribute obj.name when args is None; one round trip when every obj is the candidate's."""
-    from grader.engine.judge_bridge import gather as _gather
-
-    return _gather(reads)
-
-
 def show(value: Any) -> str:
     """A short, readable rendering of a value for a scorecard: tensors with shape and dtype,
     floats rounded, long things cut."""

@@ -182,30 +182,12 @@ def call_many(fn: Any, calls: list[tuple[tuple, dict]], clone_args: bool = False
     return [fn(*(codec.clone_tensors(args) if clone_args else args), **dict(kwargs)) for args, kwargs in calls]
 
 
-def gather(reads: list[tuple[Any, str, tuple | None]]) -> list[tuple[bool, Any]]:
-    """read_all across objects: for each (obj, name, args), obj.name(*args), or the attribute
-    when args is None; one request when every obj is the candidate's."""
-    remote = [r for r in reads if isinstance(r[0], RemoteObject)]
-    if remote and len(remote) == len(reads) and len({r[0]._kata_bridge for r in remote}) == 1:
-        bridge = remote[0][0]._kata_bridge
-        # A tuple, not a list: a list would cross as a shared object, kept for the test.
-        wire = tuple((obj, name, None if args is None else tuple(args), ()) for obj, name, args in reads)
-        outcomes = bridge.request("gather", wire)
-        if type(outcomes) is not list or len(outcomes) != len(reads) or not all(
-                type(o) is tuple and len(o) == 2 and type(o[0]) is bool for o in outcomes):
-            raise TypeError("gather: the worker's answer does not fit the reads")
-        return outcomes
-    return [outcome for obj, name, args in reads for outcome in read_all(obj, [(name, args)])]
-
-
 def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool, Any]]:
     """For each (name, args): obj.name(*args), or the attribute obj.name when args is None;
     [(True, value) or (False, exception)] in order. One request when obj is the candidate's."""
     if isinstance(obj, RemoteObject):
-        wire = tuple((name, None if args is None else tuple(args), ()) for name, args in reads)
-        outcomes = obj._kata_bridge.request("read_all", obj, wire)
-        if type(outcomes) is not list or len(outcomes) != len(reads) or not all(
-                type(o) is tuple and len(o) == 2 and type(o[0]) is bool for o in outcomes):
+        outcomes = obj._kata_bridge.request("read_all", obj, _wire_reads(reads))
+        if type(outcomes) is not list or len(outcomes) != len(reads) or not all(map(_outcome_shape, outcomes)):
             raise TypeError("read_all: the worker's answer does not fit the reads")
         return outcomes
     out: list[tuple[bool, Any]] = []
@@ -224,8 +206,8 @@ def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tupl
     reads' outcomes, the result reads' outcomes; none of those when the call raised). One
     request when obj is the candidate's: a lockstep step and the state it leaves."""
     if isinstance(obj, RemoteObject):
-        wire = [tuple((n, None if a is None else tuple(a), ()) for n, a in rs) for rs in (reads, result_reads)]
-        answer = obj._kata_bridge.request("call_then_read", obj, name, tuple(args), (), *wire)
+        answer = obj._kata_bridge.request("call_then_read", obj, name, tuple(args), (),
+                                          _wire_reads(reads), _wire_reads(result_reads))
         if not (type(answer) is tuple and len(answer) == 3 and _outcome_shape(answer[0])
                 and all(type(part) is list and all(_outcome_shape(o) for o in part) for part in answer[1:])
                 and len(answer[1]) == len(reads)
@@ -238,6 +220,12 @@ def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tupl
         first = (False, exc)
     of_result = read_all(first[1], list(result_reads)) if first[0] else []
     return first, read_all(obj, list(reads)), of_result
+
+
+def _wire_reads(reads: Any) -> tuple:
+    """(name, args or None, kwargs) for each read: a tuple, since a list would cross as a
+    shared object, kept for the test."""
+    return tuple((name, None if args is None else tuple(args), ()) for name, args in reads)
 
 
 def _outcome_shape(outcome: Any) -> bool:

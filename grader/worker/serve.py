@@ -361,14 +361,6 @@ def _call_then_read(ep: WorkerEndpoint, obj: Any, name: Any, args: Any, kwargs: 
     return first, _read_all(ep, obj, reads), of_result
 
 
-def _gather(ep: WorkerEndpoint, reads: list) -> list:
-    """read_all across objects: each (target, name, args or None, kwargs)."""
-    out = []
-    for target, name, args, kwargs in reads:
-        out.extend(_read_all(ep, target, [(name, args, kwargs)]))
-    return out
-
-
 class _Copied(list):
     """A list that crosses as a plain copy ("L0"), not as a shared object."""
 
@@ -391,7 +383,6 @@ _OPS = {
     "call_many": _call_many,
     "read_all": _read_all,
     "call_then_read": _call_then_read,
-    "gather": _gather,
     "getattr": lambda ep, obj, name: getattr(obj, name),
     "setattr": lambda ep, obj, name, value: setattr(obj, name, value),
     "delattr": lambda ep, obj, name: delattr(obj, name),

@@ -300,9 +300,10 @@ class Paired:
 
     def _run_method(self, call: str, method: str, args: tuple, decider: str, *,
                     got_args: tuple | None = None) -> tuple[Any, Any]:
-        """Like _run, for one method called on both, the candidate's with got_args (default:
-        the same args). The candidate's state after the call, for the live requests the
-        reference then has, is read in the same round trip and kept for check()."""
+        """Call `method` on the reference, then on the candidate (with got_args, default the
+        same args). When the reference raises, the candidate must raise the same error type:
+        then both results are _RAISED. The candidate's state after the call, for the live
+        requests the reference then has, is read in the same round trip, for check()."""
         self.calls.append(call)
         self.prefetched = None
         try:
