@@ -103,6 +103,9 @@ def bench_against(rev: str, slugs: list[str], repeats: int) -> None:
                 return float(took), int(score)
 
             for slug in slugs or sorted(load_catalog().katas):
+                if not (old / "katas" / load_catalog().get(slug).module).is_dir():
+                    print(f"{slug:10s} not in {rev[:10]}: skipped", flush=True)
+                    continue
                 for tree in trees.values():
                     one(tree, slug, 10_000)  # the reference's timings, measured once per machine
                 times: dict[str, list[float]] = {"old": [], "new": []}

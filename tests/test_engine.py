@@ -217,7 +217,10 @@ def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objec
         "test_judge_writes_through_data": (True, ""),
         "test_new_types_met_on_several_threads_at_once": (True, ""),
         "test_call_then_read_is_a_call_then_its_reads": (True, ""),
-        "test_call_many_clones_tensor_arguments_and_copies_results": (True, "")}
+        "test_plain_reads_cross_as_copies": (True, ""),
+        "test_call_many_clones_tensor_arguments_and_copies_results": (True, ""),
+        "test_backward_through_the_candidates_graph": (True, ""),
+        "test_imports_are_frozen_out_of_garbage_collection": (True, "")}
 
 
 def test_a_slow_import_is_timed_on_its_own_clock_not_the_tests():
@@ -274,3 +277,35 @@ def test_the_run_ends_when_the_results_are_in_not_when_the_judge_has_shut_down()
                         test_timeout_s=30.0)
     assert [(t.name, t.passed) for t in outcome.tests] == [("test_add", True)]
     assert outcome.duration_s < 15, outcome.duration_s
+
+
+def test_a_verbatim_tree_from_a_worker_is_checked_before_the_judge_uses_it():
+    """Plain reads cross in one piece ("V"). The judge takes one only when it is what the
+    item-by-item codec would have built: plain types, strings within the limit, bounded
+    depth and size (one list repeated by reference must not make the check walk 2**60
+    items). The worker takes the judge's trees as they come."""
+    from grader.engine.judge_bridge import JudgeEndpoint
+    from grader.worker import codec
+    from grader.worker.bridge import Endpoint
+    from grader.worker.serve import WorkerEndpoint
+    from grader.worker.wire import WireError
+
+    judge_side = Endpoint(None, sign=1)
+    good = [(True, [1, 2, 3]), (True, {"total": 3, "parts": (1.0, None, "a", b"b")}), (False, 0)]
+    assert judge_side.decode(("V", good)) == good
+    deep: list = []
+    node = deep
+    for _ in range(codec.MAX_DEPTH + 5):
+        node.append([])
+        node = node[0]
+    dag: list = [1]
+    for _ in range(60):
+        dag = [dag, dag]
+    for bad in (deep, dag, ["x" * (codec.MAX_STR_CHARS + 1)], [(True, {1, 2})], [bytearray(b"a")],
+                [object()], [1] * (codec.MAX_PLAIN_ITEMS + 1)):
+        t0 = time.perf_counter()
+        assert not codec.plain_tree(bad)
+        with pytest.raises(WireError):
+            judge_side.decode(("V", bad))
+        assert time.perf_counter() - t0 < 1.0
+    assert JudgeEndpoint.VERIFY_VERBATIM and not WorkerEndpoint.VERIFY_VERBATIM

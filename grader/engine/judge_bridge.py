@@ -222,10 +222,18 @@ def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tupl
     return first, read_all(obj, list(reads)), of_result
 
 
-def _wire_reads(reads: Any) -> tuple:
+def _wire_reads(reads: Any) -> Any:
     """(name, args or None, kwargs) for each read: a tuple, since a list would cross as a
-    shared object, kept for the test."""
-    return tuple((name, None if args is None else tuple(args), ()) for name, args in reads)
+    shared object, kept for the test; in one piece when it is plain data (it usually is)."""
+    wire = tuple((name, None if args is None else tuple(args), ()) for name, args in reads)
+    if all(type(name) is str and (args is None or all(map(_PLAIN_ARG.__contains__, map(type, args))))
+           for name, args, _ in wire):
+        return codec.Verbatim(wire)
+    return wire
+
+
+# Arguments a read may pass verbatim (no handle or shared object among them).
+_PLAIN_ARG = frozenset(codec.PLAIN)
 
 
 def _outcome_shape(outcome: Any) -> bool:

@@ -19,6 +19,7 @@ only the judge holds:
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import json
 import os
@@ -240,6 +241,15 @@ def pytest_configure(config: pytest.Config) -> None:
     _register_hypothesis_profile()
     if os.environ.get(ENV_SOLUTION):
         _worker.spawn()  # starts while the suite is collected
+    # Importing the suite (torch, the reference) makes few cycles but many objects, which
+    # every full collection would walk again: no collection until the suite is in, then
+    # what is there is frozen out of later collections (see pytest_collection_finish).
+    gc.disable()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.freeze()
+    gc.enable()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

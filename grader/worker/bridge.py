@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable
 
 from . import codec
-from .codec import PLAIN, BridgeError, Registry, fingerprint, no_modes
+from .codec import PLAIN, BridgeError, Registry, Verbatim, fingerprint, no_modes
 from .wire import FramedSocket, PeerClosed, WireError
 
 MAX_EXC_MESSAGE = 4000
@@ -39,6 +39,9 @@ class Endpoint:
     """What both sides share: the registry of shared objects, the codec, the call loop."""
 
     ROLE = "?"
+    # Whether a verbatim tree from the peer is checked to be plain data (the judge checks
+    # what a worker sends; a worker takes the judge's as it comes).
+    VERIFY_VERBATIM = True
 
     def __init__(self, main: FramedSocket, sign: int) -> None:
         self.registry = Registry(sign)
@@ -203,6 +206,8 @@ class Endpoint:
         d = depth + 1
         if t is tuple:
             return ("T", [self.encode(v, d) for v in value])
+        if t is Verbatim:
+            return ("V", value.value)
         if t is list or t is dict or t is set:
             return self.encode_shared(value, depth=d)
         if t is frozenset:
@@ -327,6 +332,11 @@ class Endpoint:
         obj = make()
         self.registry.put(sid, obj)
         return obj, True
+
+    def _d_verbatim(self, tree: tuple, depth: int) -> Any:
+        if len(tree) != 2 or (self.VERIFY_VERBATIM and not codec.plain_tree(tree[1])):
+            raise WireError("a verbatim value that is not plain data")
+        return tree[1]
 
     def _d_plain_list(self, tree: tuple, depth: int) -> Any:
         return self._decode_items(tree[1], depth)
@@ -479,7 +489,7 @@ class Endpoint:
 
     DECODERS: dict[str, Callable[["Endpoint", tuple, int], Any]] = {
         "T": _d_tuple, "F": _d_frozenset, "=": _d_ref, "L": _d_list, "D": _d_dict, "S": _d_set,
-        "L0": _d_plain_list, "D0": _d_plain_dict,
+        "L0": _d_plain_list, "D0": _d_plain_dict, "V": _d_verbatim,
         "X": _d_tensor, "G": _d_generator, "J": _d_small, "SL": _d_small, "EL": _d_small,
         "BA": _d_small, "DT": _d_small, "DV": _d_small, "SZ": _d_small, "NP": _d_small,
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import gc
 import importlib.abc
 import importlib.util
 import signal
@@ -88,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
         out, dropped = capture.drain()
         chan.send(("hello", False, describe_import_error(exc, args.file), {"out": out, "dropped": dropped}))
         return
+    # What the import made (torch, often) stays: later collections need not walk it again.
+    gc.freeze()
     endpoint = WorkerEndpoint(chan, module, args.file, capture)
     out, dropped = capture.drain()
     chan.send(("hello", True, endpoint.hello(), {"out": out, "dropped": dropped,

@@ -84,6 +84,7 @@ class OutputCapture(io.TextIOBase):
 
 class WorkerEndpoint(Endpoint):
     ROLE = "worker"
+    VERIFY_VERBATIM = False  # the judge is trusted (and sends plain reads by the thousand)
 
     def __init__(self, main: FramedSocket, module: Any, candidate_path: str,
                  capture: OutputCapture | None) -> None:
@@ -287,7 +288,14 @@ class WorkerEndpoint(Endpoint):
         mirrors = [self.registry.objects.get(sid) for sid in sids]
         before = [m.grad.clone() if isinstance(m, torch.Tensor) and m.grad is not None else None
                   for m in mirrors]
-        torch.autograd.backward(out, grad, retain_graph=True)
+        if isinstance(grad, torch.Tensor) and grad.shape == out.shape and grad.dtype == out.dtype:
+            # The gradient that reaches `out` is exactly `grad` (times the sum's ones), without
+            # torch.autograd.backward's shape check, whose first use imports sympy (0.3 s).
+            with torch.enable_grad():  # (the judge's backward pass runs without grad mode)
+                total = (out * grad).sum()
+            torch.autograd.backward(total, retain_graph=True)
+        else:
+            torch.autograd.backward(out, grad, retain_graph=True)
         deltas = []
         for sid, mirror, old in zip(sids, mirrors, before):
             if not isinstance(mirror, torch.Tensor) or mirror.grad is None:
@@ -346,7 +354,9 @@ def _read_all(ep: WorkerEndpoint, obj: Any, reads: list) -> list:
             out.append((True, value))
         except Exception as exc:  # noqa: BLE001 - each read's outcome, error or not
             out.append((False, exc))
-    return out
+    # Reads are values of the moment: plain ones (lists of block ids, counts) cross as they
+    # are, in one piece, and arrive as copies.
+    return codec.Verbatim(out) if codec.plain_tree(out) else out
 
 
 def _call_then_read(ep: WorkerEndpoint, obj: Any, name: Any, args: Any, kwargs: Any, reads: Any,

@@ -51,6 +51,14 @@ class Tally:
     def doubled(self):
         return 2 * self.total
 
+    def summary(self):
+        """Plain data (a dict, a list, a tuple): a read of it crosses verbatim, as a copy."""
+        return {"total": self.total, "parts": [self.total, (1, "a"), None, 0.0]}
+
+    def kinds(self):
+        """Not plain (a set): a read of it crosses item by item, as a shared object."""
+        return {"int"}
+
 
 def numbers(n):
     return list(range(n))
@@ -59,3 +67,19 @@ def numbers(n):
 def double_in_place(x):
     x.add_(1.0)
     return x
+
+
+def cube(x):
+    return x ** 3
+
+
+def loaded(name):
+    import sys
+
+    return name in sys.modules
+
+
+def gc_state():
+    import gc
+
+    return gc.isenabled(), gc.get_freeze_count()

@@ -97,6 +97,34 @@ def test_call_then_read_is_a_call_then_its_reads(solution):
            got=(first, reads, of_result))
 
 
+@kata_test(level=1, category="correctness", description="plain reads cross in one piece, as copies")
+def test_plain_reads_cross_as_copies(solution):
+    from grader.protocol import read_all
+
+    bridge = solution._kata_bridge
+    tally = solution.Tally()
+    tally.add(3)
+    shared_before = len(bridge.registry.objects)
+    for _ in range(50):
+        reads = read_all(tally, [("summary", ()), ("total", None), ("doubled", ())])
+    want = [(True, {"total": 3, "parts": [3, (1, "a"), None, 0.0]}), (True, 3), (True, 6)]
+    expect(reads == want and type(reads[0][1]["parts"][1]) is tuple
+           and type(reads[0][1]["parts"][3]) is float,
+           "plain reads arrive equal, with their types (tuple, float 0.0)", expected=want, got=reads)
+    expect(len(bridge.registry.objects) <= shared_before,
+           "plain reads are copies: no shared object is kept for them",
+           expected=f"<= {shared_before}", got=len(bridge.registry.objects))
+    reads[0][1]["parts"].append("judge's")
+    again = read_all(tally, [("summary", ())])
+    expect(again == want[:1], "a change to a copy does not reach the candidate's object",
+           expected=want[:1], got=again)
+    mixed = read_all(tally, [("kinds", ()), ("summary", ()), ("missing", None)])
+    expect(mixed[0] == (True, {"int"}) and mixed[1] == want[0] and not mixed[2][0]
+           and isinstance(mixed[2][1], AttributeError),
+           "reads that are not all plain (a set, an error) still arrive, each as its own outcome",
+           got=mixed)
+
+
 @kata_test(level=1, category="correctness", description="call_many: one request, results as copies")
 def test_call_many_clones_tensor_arguments_and_copies_results(solution):
     from grader.protocol import call_many
@@ -113,3 +141,31 @@ def test_call_many_clones_tensor_arguments_and_copies_results(solution):
     expect(lists[3] == [0, 1, 2] and len(bridge.registry.objects) - shared_before < 10,
            "results are plain copies, not shared objects kept for the test",
            expected="< 10 new shared objects", got=len(bridge.registry.objects) - shared_before)
+
+
+@kata_test(level=1, category="correctness", description="backward through the candidate's graph")
+def test_backward_through_the_candidates_graph(solution):
+    x = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    g = torch.tensor([0.5, 2.0, -1.0])
+    solution.cube(x).backward(g)
+    want = 3 * x.detach() ** 2 * g
+    expect(torch.equal(x.grad, want), "the gradient of x**3 against g, exactly", expected=want, got=x.grad)
+    x.grad = None
+    solution.cube(x).sum().backward()
+    expect(torch.equal(x.grad, 3 * x.detach() ** 2), "the gradient of sum(x**3), exactly",
+           expected=3 * x.detach() ** 2, got=x.grad)
+    # torch.autograd.backward with a gradient imports sympy the first time (0.3 s a grading).
+    expect(not solution.loaded("sympy"), "a backward with a gradient loads no sympy in the worker")
+
+
+@kata_test(level=1, category="correctness", description="what the imports made is frozen out of collections")
+def test_imports_are_frozen_out_of_garbage_collection(solution):
+    # A full collection walks every object there is: torch's alone made them cost 0.1-0.5 s
+    # of a grading. Both processes freeze what their imports made, and collect the rest.
+    import gc
+
+    judge = (gc.isenabled(), gc.get_freeze_count())
+    worker = solution.gc_state()
+    expect(judge[0] and judge[1] > 10_000 and worker[0] and worker[1] > 10_000,
+           "judge and worker collect garbage, with their imports frozen",
+           expected="(True, > 10000) each", got={"judge": judge, "worker": worker})
