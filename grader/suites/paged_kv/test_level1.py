@@ -75,18 +75,18 @@ def test_block_count_is_ceil_of_tokens(solution, block_size, steps):
                input={"block_size": block_size, "allocate('a', k) for k in": steps},
                expected=True, got=False)
         num_tokens += k
-        table = alloc.block_table("a")
+        state = snapshot(alloc, ["a"])
+        table, got_tokens, got_free = state["tables"]["a"], state["num_tokens"]["a"], state["num_free_blocks"]
         shown = {"block_size": block_size, "allocate('a', k) for k in": steps,
                  "after k": k, "num_tokens": num_tokens}
         expect(len(table) == ceil_div(num_tokens, block_size), RULE["ceil"], input=shown,
                expected=ceil_div(num_tokens, block_size), got=len(table))
-        expect(alloc.num_tokens("a") == num_tokens, RULE["tokens"],
-               input=shown, expected=num_tokens, got=alloc.num_tokens("a"))
+        expect(got_tokens == num_tokens, RULE["tokens"], input=shown, expected=num_tokens, got=got_tokens)
         expect(len(set(table)) == len(table) and all(type(b) is int and 0 <= b < num_blocks for b in table),
                RULE["ids"], input=shown, got=table)
-        expect(alloc.num_free_blocks == num_blocks - len(table),
+        expect(got_free == num_blocks - len(table),
                "num_free_blocks counts the blocks no request holds", input=shown,
-               expected=num_blocks - len(table), got=alloc.num_free_blocks)
+               expected=num_blocks - len(table), got=got_free)
 
 
 @kata_test(level=1, category="edge cases",
@@ -124,14 +124,14 @@ def test_failed_allocate_changes_nothing(solution, num_blocks, block_size, first
     got = alloc.allocate("a", more)
     shown = {**shown, "then allocate('a', k)": more}
     expect(got is False, RULE["no_room"], input=shown, expected=False, got=got)
-    expect(snapshot(alloc, ["a"]) == before, RULE["no_room"], input=shown,
-           expected=before, got=snapshot(alloc, ["a"]))
+    after = snapshot(alloc, ["a"])
+    expect(after == before, RULE["no_room"], input=shown, expected=before, got=after)
     got = alloc.allocate("b", num_blocks * block_size + extra)
     shown = {**shown, "then allocate('b', k)": num_blocks * block_size + extra}
     expect(got is False, RULE["no_room"], input=shown, expected=False, got=got)
     expect_unknown(alloc, "b", "a failed allocate does not create the request", input=shown)
-    expect(snapshot(alloc, ["a"]) == before, RULE["no_room"], input=shown,
-           expected=before, got=snapshot(alloc, ["a"]))
+    after = snapshot(alloc, ["a"])
+    expect(after == before, RULE["no_room"], input=shown, expected=before, got=after)
 
 
 @kata_test(level=1, category="edge cases",
@@ -246,13 +246,15 @@ def test_free_everything_restores_the_pool(solution, block_size, counts):
     shown = {"block_size": block_size, "allocate(r, k) for r, k in": list(zip(REQUEST_IDS, counts))}
     if 0 in counts:
         empty = REQUEST_IDS[counts.index(0)]
-        expect(alloc.block_table(empty) == [] and alloc.num_tokens(empty) == 0, RULE["zero"],
-               input=shown, expected=([], 0), got=(alloc.block_table(empty), alloc.num_tokens(empty)))
+        state = snapshot(alloc, [empty])
+        got = (state["tables"][empty], state["num_tokens"][empty])
+        expect(got == ([], 0), RULE["zero"], input=shown, expected=([], 0), got=got)
     for request_id in REQUEST_IDS[:len(counts)]:
         alloc.free(request_id)
         expect_unknown(alloc, request_id, RULE["free"], input={**shown, "then": f"free({request_id!r})"})
-    expect(alloc.num_free_blocks == num_blocks, "freeing every request restores the full pool",
-           input=shown, expected=num_blocks, got=alloc.num_free_blocks)
+    got_free = alloc.num_free_blocks
+    expect(got_free == num_blocks, "freeing every request restores the full pool",
+           input=shown, expected=num_blocks, got=got_free)
 
 
 @kata_test(level=1, category="correctness",

@@ -54,22 +54,25 @@ def test_fork_shares_every_block(solution, block_size, num_tokens, free_parent_f
     alloc.fork("a", "b")
     shown = {"num_blocks": num_blocks, "block_size": block_size,
              "calls": f"allocate('a', {num_tokens}); fork('a', 'b')"}
-    expect(alloc.block_table("b") == alloc.block_table("a"), RULE["fork"], input=shown,
-           expected=alloc.block_table("a"), got=alloc.block_table("b"))
-    expect(alloc.num_tokens("b") == num_tokens, RULE["fork"], input=shown, expected=num_tokens,
-           got=alloc.num_tokens("b"))
-    expect(alloc.num_free_blocks == free_before, RULE["fork"], input=shown, expected=free_before,
-           got=alloc.num_free_blocks)
+    state = snapshot(alloc, ["a", "b"])
+    tables = state["tables"]
+    expect(tables["b"] == tables["a"], RULE["fork"], input=shown, expected=tables["a"], got=tables["b"])
+    expect(state["num_tokens"]["b"] == num_tokens, RULE["fork"], input=shown, expected=num_tokens,
+           got=state["num_tokens"]["b"])
+    expect(state["num_free_blocks"] == free_before, RULE["fork"], input=shown, expected=free_before,
+           got=state["num_free_blocks"])
     first, second = ("a", "b") if free_parent_first else ("b", "a")
-    kept = alloc.block_table(second)
+    kept = tables[second]
     alloc.free(first)
     shown["calls"] += f"; free({first!r})"
-    expect(alloc.num_free_blocks == free_before and alloc.block_table(second) == kept,
-           RULE["shared_free"], input=shown, expected=free_before, got=alloc.num_free_blocks)
+    state = snapshot(alloc, [second])
+    expect(state["num_free_blocks"] == free_before and state["tables"][second] == kept,
+           RULE["shared_free"], input=shown, expected={"num_free_blocks": free_before, second: kept},
+           got={"num_free_blocks": state["num_free_blocks"], second: state["tables"][second]})
     alloc.free(second)
     shown["calls"] += f"; free({second!r})"
-    expect(alloc.num_free_blocks == num_blocks, RULE["shared_free"], input=shown,
-           expected=num_blocks, got=alloc.num_free_blocks)
+    got_free = alloc.num_free_blocks
+    expect(got_free == num_blocks, RULE["shared_free"], input=shown, expected=num_blocks, got=got_free)
 
 
 @kata_test(level=2, category="edge cases",
@@ -119,19 +122,21 @@ def test_copy_on_write_of_a_shared_partial_block(solution, block_size, num_token
            expected=f"pop_copies() == [({shared[-1]}, the new block at logical index {len(shared) - 1})], "
                     f"block_table({writer!r}) starts with {shared[:-1]}",
            got={"pop_copies()": copies, f"block_table({writer!r})": table})
-    expect(alloc.block_table(other) == shared, rule("cow", "cow_count"), input=calls,
-           expected=shared, got=alloc.block_table(other))
+    state = snapshot(alloc, [other])
+    expect(state["tables"][other] == shared, rule("cow", "cow_count"), input=calls,
+           expected=shared, got=state["tables"][other])
     num_new = ceil_div(num_tokens + k, block_size) - len(shared)
-    expect(alloc.num_free_blocks == free_before - 1 - num_new, RULE["take"], input=calls,
-           expected=free_before - 1 - num_new, got=alloc.num_free_blocks)
+    expect(state["num_free_blocks"] == free_before - 1 - num_new, RULE["take"], input=calls,
+           expected=free_before - 1 - num_new, got=state["num_free_blocks"])
     again = alloc.allocate(writer, 1) and [tuple(c) for c in alloc.pop_copies()]
     expect(again == [], "a block that is no longer shared is written in place — rule: " + RULE["cow"],
            input=calls + f"; allocate({writer!r}, 1); pop_copies()", expected=[], got=again)
     alloc.free("a")
     alloc.free("b")
-    expect(alloc.num_free_blocks == num_blocks, rule("cow_count", "shared_free"),
+    got_free = alloc.num_free_blocks
+    expect(got_free == num_blocks, rule("cow_count", "shared_free"),
            input=calls + f"; allocate({writer!r}, 1); free('a'); free('b')", expected=num_blocks,
-           got=alloc.num_free_blocks)
+           got=got_free)
 
 
 @kata_test(level=2, category="correctness",
@@ -193,8 +198,9 @@ def test_copy_on_write_is_atomic(solution, reference):
     shown = "PagedKVCacheAllocator(2, 2); allocate('a', 3); fork('a', 'b'); allocate('b', 1)"
     expect(got is False, RULE["cow_room"], input=shown, expected=False, got=got)
     copies = alloc.pop_copies()
-    expect(snapshot(alloc, ["a", "b"]) == before and list(copies) == [], RULE["cow_room"], input=shown,
-           expected={**before, "pop_copies": []}, got={**snapshot(alloc, ["a", "b"]), "pop_copies": copies})
+    after = snapshot(alloc, ["a", "b"])
+    expect(after == before and list(copies) == [], RULE["cow_room"], input=shown,
+           expected={**before, "pop_copies": []}, got={**after, "pop_copies": copies})
 
     pair = Paired(solution, reference, 4, 2)  # the copy and one new block take the last 2 free
     pair.allocate("a", 3)

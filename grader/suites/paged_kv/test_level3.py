@@ -14,7 +14,8 @@ from grader.protocol import expect, kata_test
 from grader.suites.paged_kv.lockstep import run_lockstep
 from grader.suites.paged_kv.paired import Paired
 from grader.suites.paged_kv.rules import RULE, rule
-from grader.suites.paged_kv.strategies import block_sizes, expect_raises, expect_unknown, new, prompts
+from grader.suites.paged_kv.strategies import (block_sizes, expect_raises, expect_unknown, new, prompts,
+                                               snapshot)
 
 RULES = {
     "ValueError: allocate_prompt with an existing request id": "test_allocate_prompt_errors_and_no_room",
@@ -74,12 +75,13 @@ def test_repeated_prompt_hits_all_but_the_last_token(solution, block_size, promp
     expect(got == hits * block_size, RULE["cap"],
            input={**shown, "calls": "allocate_prompt('a', prompt); allocate_prompt('b', prompt)"},
            expected=hits * block_size, got=got)
-    table_a, table_b = alloc.block_table("a"), alloc.block_table("b")
+    state = snapshot(alloc, ["a", "b"])
+    table_a, table_b = state["tables"]["a"], state["tables"]["b"]
     expect(table_b[:hits] == table_a[:hits] and not set(table_b[hits:]) & set(table_a),
            "hit blocks are the cached blocks themselves; the rest are fresh", input=shown,
            expected=f"{table_a[:hits]} + fresh blocks", got=table_b)
-    expect(alloc.num_tokens("b") == len(prompt), RULE["prompt_tokens"],
-           input=shown, expected=len(prompt), got=alloc.num_tokens("b"))
+    expect(state["num_tokens"]["b"] == len(prompt), RULE["prompt_tokens"],
+           input=shown, expected=len(prompt), got=state["num_tokens"]["b"])
 
 
 @kata_test(level=3, category="correctness", weight=2,
