@@ -102,8 +102,9 @@ def bench_against(rev: str, slugs: list[str], repeats: int) -> None:
                 took, score = out.stdout.split()[-2:]
                 return float(took), int(score)
 
-            for slug in slugs or sorted(load_catalog().katas):
-                if not (old / "katas" / load_catalog().get(slug).module).is_dir():
+            catalog = load_catalog()
+            for slug in slugs or sorted(catalog.katas):
+                if not (old / "katas" / catalog.get(slug).module).is_dir():
                     print(f"{slug:10s} not in {rev[:10]}: skipped", flush=True)
                     continue
                 for tree in trees.values():
