@@ -192,7 +192,8 @@ def test_the_reference_timings_record_each_tests_longest_call_without_the_import
 
 def test_efficiency_is_measured_where_the_candidates_code_runs():
     """Op counts and times of the candidate's calls are taken in the worker and added to the
-    judge's measurement: a loop over elements and an O(n) call are both caught."""
+    judge's measurement: a loop over elements and an O(n) call are both caught, and the
+    judge's encoding of a call's arguments is transport, not time the candidate spent."""
     suite = FIXTURES / "measure_suite.py"
     fast = {t.name: t for t in run_suite(suite, FIXTURES / "measure_fast.py", "toy", 1,
                                          test_timeout_s=60.0).tests}
@@ -202,6 +203,23 @@ def test_efficiency_is_measured_where_the_candidates_code_runs():
     assert not slow["test_ops_do_not_grow"].passed
     assert not slow["test_time_does_not_grow"].passed
     assert "measured in the process that runs your code" in slow["test_ops_do_not_grow"].details["note"]
+    assert fast["test_transport_is_not_timed"].passed and slow["test_transport_is_not_timed"].passed
+
+
+def test_a_timing_sample_of_a_call_that_mostly_waits_is_bounded_by_the_wall_clock():
+    """A sample loops until the call has executed min_time_s in all, or for 3x that of wall
+    time: a cheap call into the worker executes a few microseconds of its round trip, and
+    would otherwise loop hundreds of times per sample."""
+    from grader.suites import _measure
+
+    calls = []
+
+    def waits() -> None:
+        calls.append(1)
+        time.sleep(0.0005)  # wall time, next to no execution time
+
+    _measure.best_time_s(waits, repeats=3)
+    assert _measure.MIN_LOOPS <= len(calls) <= 1 + 3 * (_measure.MIN_LOOPS + 5), len(calls)
 
 
 def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objects():

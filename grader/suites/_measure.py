@@ -9,6 +9,7 @@ calls, with the transport left out.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable, Sequence
 
 from grader.worker.measure import measuring
@@ -61,14 +62,7 @@ def exec_time_s(fn: Callable[[], Any]) -> float:
 def median_time_s(fn: Callable[[], Any], *, repeats: int = 5, min_time_s: float = 0.002) -> float:
     """Median execution time of fn(), each sample looping until it lasts at least min_time_s."""
     fn()  # warm-up
-    samples = []
-    for _ in range(repeats):
-        loops, elapsed = 0, 0.0
-        while elapsed < min_time_s:
-            elapsed += exec_time_s(fn)
-            loops += 1
-        samples.append(elapsed / loops)
-    samples.sort()
+    samples = sorted(_sample(fn, min_time_s) for _ in range(repeats))
     return samples[len(samples) // 2]
 
 
@@ -76,14 +70,23 @@ def best_time_s(fn: Callable[[], Any], *, repeats: int = 5, min_time_s: float = 
     """Best (minimum) per-call execution time of fn() over `repeats` samples: the least
     noisy estimate when other work shares the machine."""
     fn()  # warm-up
-    best = math.inf
-    for _ in range(repeats):
-        loops, elapsed = 0, 0.0
-        while elapsed < min_time_s:
-            elapsed += exec_time_s(fn)
-            loops += 1
-        best = min(best, elapsed / loops)
-    return best
+    return min(_sample(fn, min_time_s) for _ in range(repeats))
+
+
+def _sample(fn: Callable[[], Any], min_time_s: float) -> float:
+    """Mean execution time of fn() over calls lasting min_time_s of execution in all, or
+    WALL_FACTOR times that of wall time: a cheap call into the worker executes for a few
+    microseconds of the hundred its round trip takes."""
+    loops, elapsed = 0, 0.0
+    deadline = time.perf_counter() + WALL_FACTOR * min_time_s
+    while elapsed < min_time_s and (loops < MIN_LOOPS or time.perf_counter() < deadline):
+        elapsed += exec_time_s(fn)
+        loops += 1
+    return elapsed / loops
+
+
+WALL_FACTOR = 3
+MIN_LOOPS = 10
 
 
 def growth_exponent(run_at: Callable[[int], Callable[[], Any]], sizes: Sequence[int], *,

@@ -18,3 +18,7 @@ class _Box:
 
 def make(n):
     return _Box(n)
+
+
+def size(rows):
+    return len(rows)
