@@ -73,6 +73,10 @@ def best_time_s(fn: Callable[[], Any], *, repeats: int = 5, min_time_s: float = 
     return min(_sample(fn, min_time_s) for _ in range(repeats))
 
 
+WALL_FACTOR = 3  # a sample stops after this many times min_time_s of wall time ...
+MIN_LOOPS = 10   # ... once it has made this many calls
+
+
 def _sample(fn: Callable[[], Any], min_time_s: float) -> float:
     """Mean execution time of fn() over calls lasting min_time_s of execution in all, or
     WALL_FACTOR times that of wall time: a cheap call into the worker executes for a few
@@ -83,10 +87,6 @@ def _sample(fn: Callable[[], Any], min_time_s: float) -> float:
         elapsed += exec_time_s(fn)
         loops += 1
     return elapsed / loops
-
-
-WALL_FACTOR = 3
-MIN_LOOPS = 10
 
 
 def growth_exponent(run_at: Callable[[int], Callable[[], Any]], sizes: Sequence[int], *,

@@ -72,22 +72,23 @@ class Endpoint:
         if self.broken:
             self._fail()
         self.last_call = (op, args)
-        chan = self.channel()
-        req_id = next(self._ids)
         # The whole request is transport, encoding included: an efficiency test counts only
         # the time each side spends executing.
         t0, c0 = time.perf_counter(), time.thread_time()
-        outer = self.in_flight
         try:
-            with self.registry.lock, no_modes():  # nothing is sent if this fails
-                payload = [self.encode(a) for a in args]
-                msg = ("call", req_id, op, payload, self.call_context(), self.collect_updates(),
-                       self.collect_releases())
-        except BaseException:
+            return self._send_and_await(op, args)
+        finally:
             self.waited_s += time.perf_counter() - t0
             self.waited_cpu_s += time.thread_time() - c0
-            raise
-        self.in_flight = req_id
+
+    def _send_and_await(self, op: str, args: tuple) -> Any:
+        chan = self.channel()
+        req_id = next(self._ids)
+        with self.registry.lock, no_modes():  # nothing is sent if this fails
+            payload = [self.encode(a) for a in args]
+            msg = ("call", req_id, op, payload, self.call_context(), self.collect_updates(),
+                   self.collect_releases())
+        outer, self.in_flight = self.in_flight, req_id
         try:
             chan.send(msg)
             ok, value = self._await(chan, req_id)
@@ -101,8 +102,6 @@ class Endpoint:
             self.interrupted_by = self.interrupted_by or exc
             raise
         finally:
-            self.waited_s += time.perf_counter() - t0
-            self.waited_cpu_s += time.thread_time() - c0
             self.in_flight = outer
         if ok:
             return value
