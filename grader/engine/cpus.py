@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-SPIN_S = 0.0003  # how long a side polls before it sleeps, in the "spin" mode
+SPIN_S = 0.001  # how long a side polls before it sleeps, in the "spin" mode
 MIN_INTERVAL_S = 0.2  # the shortest window the load is measured over (jiffies are 10 ms)
 SPIN_IF_FREE_CPUS = 1.5  # side by side only while this many CPUs are left by other work
 ENV_MODE = "KATA_CPU_MODE"  # auto (default) | spin | share: to measure one mode alone

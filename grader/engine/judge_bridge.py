@@ -233,7 +233,7 @@ def _wire_reads(reads: Any) -> Any:
 
 
 # Arguments a read may pass verbatim (no handle or shared object among them).
-_PLAIN_ARG = frozenset(codec.PLAIN)
+_PLAIN_ARG = _PLAIN_TYPES = frozenset(codec.PLAIN)
 
 
 def _outcome_shape(outcome: Any) -> bool:
@@ -447,6 +447,17 @@ class JudgeEndpoint(Endpoint):
         self.transcript = Transcript()
 
     # ---------------------------------------------------------------- encode (judge -> worker)
+
+    def encode(self, value: Any, depth: int = 0) -> Any:
+        # The two values nearly every request carries, first: the candidate object it is
+        # about, and a tuple of plain arguments (which crosses in one piece: the worker
+        # takes the judge's verbatim trees as they come).
+        t = type(value)
+        if t is RemoteObject:
+            return ("r", object.__getattribute__(value, "_kata_handle"))
+        if t is tuple and all(map(_PLAIN_TYPES.__contains__, map(type, value))):
+            return ("V", value)
+        return super().encode(value, depth)
 
     def encode_other(self, value: Any, depth: int) -> Any:
         if isinstance(value, RemoteObject):

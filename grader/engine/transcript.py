@@ -13,6 +13,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,13 +75,16 @@ def current_example() -> Any:
         return None
 
 
+_IMMUTABLE = frozenset({type(None), bool, int, float, complex, str, bytes})
+
+
 def snapshot(value: Any, depth: int = 0) -> Any:
     """The argument as it is now (later in-place changes must not alter the transcript)."""
-    import sys
-
+    t = type(value)
+    if t in _IMMUTABLE or (t is tuple and all(map(_IMMUTABLE.__contains__, map(type, value)))):
+        return value  # (most arguments: request ids, token counts)
     if depth > 6:
         return value
-    t = type(value)
     if t is list:
         return [snapshot(v, depth + 1) for v in value]
     if t is dict:

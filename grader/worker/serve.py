@@ -219,6 +219,7 @@ class WorkerEndpoint(Endpoint):
             with grad:
                 return fn(self, *args)
         meters = measure.local_meters(tuple(kinds))
+        measuring, self.measuring = self.measuring, True
         waited0, t0 = self.waited_cpu_s, time.thread_time()
         try:
             if grad is not None:
@@ -229,6 +230,7 @@ class WorkerEndpoint(Endpoint):
         finally:
             # CPU time of the candidate's call, without what nested requests cost this side.
             elapsed = time.thread_time() - t0 - (self.waited_cpu_s - waited0)
+            self.measuring = measuring
             for meter in reversed(meters):
                 meter.__exit__(None, None, None)
             if grad is not None:
