@@ -176,6 +176,34 @@ def test_a_call_stuck_in_a_loop_is_cut_by_its_own_limit_long_before_the_tests():
     assert by_name(outcome)["test_add"].passed  # the other tests have no call limit
 
 
+def test_shrinking_a_failure_stops_in_time_to_report_it():
+    """A failure whose shrinking would outlast the test's limit is reported as the property
+    it broke, with the smallest example found in time, not cut as a timeout (nor shown as
+    hypothesis's "inconsistent data generation"); and the failing test ends well before its
+    limit (the shrink budget: the test's time so far, at least SHRINK_FLOOR_S)."""
+    from grader.engine.plugin import SHRINK_FLOOR_S
+
+    outcome = run_suite(FIXTURES / "slow_shrink_suite.py", FIXTURES / "wrong_sum.py", "toy", 1,
+                        test_timeout_s=30.0, test_limits={"test_sums": 4.0})
+    sums = by_name(outcome)["test_sums"]
+    assert not sums.passed
+    assert sums.message == "add returns the sum of every pair", sums.message
+    assert "pairs" in sums.details["input"]
+    assert sums.duration_s < 4.0 - 0.5, sums.duration_s
+    assert sums.duration_s > SHRINK_FLOOR_S  # it did shrink, for its budget
+
+
+def test_the_shrink_budget_is_the_tests_time_so_far_within_its_limit(monkeypatch):
+    from grader.engine import plugin
+
+    monkeypatch.setattr(plugin, "_started", [100.0])
+    monkeypatch.setattr(plugin, "_deadline", [110.0])
+    assert plugin.shrink_budget_s(now=100.2) == plugin.SHRINK_FLOOR_S  # found at once
+    assert plugin.shrink_budget_s(now=103.0) == 3.0  # as long again as it has run
+    assert plugin.shrink_budget_s(now=107.0) == 3.0 - plugin.SHRINK_MARGIN_S  # the limit's
+    assert plugin.shrink_budget_s(now=109.9) == 0.0
+
+
 def test_the_reference_timings_record_each_tests_longest_call_without_the_import():
     from grader.engine.time_limits import CALL_FLOOR_S, limits_for
 

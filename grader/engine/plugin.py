@@ -274,6 +274,48 @@ def _register_hypothesis_profile() -> None:
         suppress_health_check=list(HealthCheck),
     )
     settings.load_profile("kata")
+    _bound_shrinking()
+
+
+# Shrinking a failing example: at least this long, at most as long as the test has run when it
+# starts (at least the floor), and never so long that the test's own limit would cut it.
+SHRINK_FLOOR_S = 1.0
+SHRINK_MARGIN_S = 0.75  # left of the test's limit for the last replay and the report
+
+
+def _bound_shrinking() -> None:
+    """Hypothesis shrinks a failing example for up to five minutes. Here that time is
+    bounded by the test's (see SHRINK_FLOOR_S): past its limit, the alarm would stop
+    hypothesis mid-shrink, and the scorecard would show a timeout or "inconsistent data
+    generation" in place of the failure it had found; and a failing solution would take
+    many times a passing one's time. Shrinking stops early with the smallest failing example
+    found so far: the verdict is the same, only that example may be less small on a slow
+    machine. Where hypothesis has no such bound to set (its internals moved), the alarm is
+    still the backstop."""
+    try:
+        from hypothesis.internal.conjecture import engine
+    except ImportError:  # pragma: no cover - hypothesis moved its engine
+        return
+    runner = getattr(engine, "ConjectureRunner", None)
+    shrink = getattr(runner, "shrink_interesting_test_cases", None)
+    if shrink is None or not isinstance(getattr(engine, "MAX_SHRINKING_SECONDS", None), (int, float)) \
+            or getattr(shrink, "_kata_bounded", False):
+        return
+
+    def shrink_within_the_tests_time(self: Any) -> None:
+        engine.MAX_SHRINKING_SECONDS = shrink_budget_s()
+        return shrink(self)
+
+    shrink_within_the_tests_time._kata_bounded = True  # type: ignore[attr-defined]
+    runner.shrink_interesting_test_cases = shrink_within_the_tests_time
+
+
+def shrink_budget_s(now: float | None = None) -> float:
+    """Seconds hypothesis may shrink for, starting now, in the running test."""
+    now = time.monotonic() if now is None else now
+    ran = now - _started[0]
+    left = _deadline[0] - now - SHRINK_MARGIN_S
+    return max(0.0, min(max(SHRINK_FLOOR_S, ran), left))
 
 
 def _metadata(item: pytest.Item) -> dict[str, Any]:
@@ -322,6 +364,7 @@ def reference() -> Any:
 
 _pending: dict[str, dict[str, Any]] = {}
 _deadline = [0.0]  # the running test's deadline (time.monotonic()), moved on by an import
+_started = [0.0]  # when the running test started (time.monotonic()), moved on likewise
 _import_s = [0.0]  # seconds spent importing the candidate's file so far (not the tests' time)
 
 
@@ -346,6 +389,7 @@ def _on_own_clock(start: Any) -> Any:
         signal.signal(signal.SIGALRM, handler)
     took = time.monotonic() - t0
     _deadline[0] += took  # the probes' deadline moves by the import's time
+    _started[0] += took
     _import_s[0] += took
     if remaining > 0:
         signal.setitimer(signal.ITIMER_REAL, remaining, 0)
@@ -358,7 +402,8 @@ def _arm(item: pytest.Item) -> None:
     check whether this test is stuck at the same place (then it is cut at once)."""
     limit = _limit_for(item)
     call_limit = _call_limit_for(item)
-    _deadline[0] = time.monotonic() + limit
+    _started[0] = time.monotonic()
+    _deadline[0] = _started[0] + limit
     signal.signal(signal.SIGALRM, _on_alarm)
     intervals = [s for s, wanted in ((PROBE_S, bool(_known_hangs)), (CALL_PROBE_S, call_limit is not None))
                  if wanted]
