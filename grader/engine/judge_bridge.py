@@ -174,12 +174,32 @@ def call_many(fn: Any, calls: list[tuple[tuple, dict]], clone_args: bool = False
     call runs: a tensor passed to every call crosses once. Results are values: a list the
     candidate returns arrives as a copy, not as a shared object."""
     calls = [(tuple(args), tuple(dict(kwargs).items())) for args, kwargs in calls]
+    if clone_args and isinstance(fn, (RemoteObject, RemoteMethod)):
+        calls = _single_use_tensors_as_copies(calls)
     if isinstance(fn, RemoteMethod):
         target = fn._obj._kata_bridge.request("getattr", fn._obj, fn._name)
         return _typed(target._kata_bridge.request("call_many", target, calls, clone_args), list, "call_many")
     if isinstance(fn, RemoteObject):
         return _typed(fn._kata_bridge.request("call_many", fn, calls, clone_args), list, "call_many")
     return [fn(*(codec.clone_tensors(args) if clone_args else args), **dict(kwargs)) for args, kwargs in calls]
+
+
+def _single_use_tensors_as_copies(calls: list) -> list:
+    """With clone_args each call works on its own copies of its positional tensors, so no
+    identity is kept: a tensor that only one call gets crosses as a plain copy, not as a
+    shared object (a tensor every call gets still crosses once, and is referred to)."""
+    torch = codec.torch_loaded()
+    if torch is None:
+        return calls
+    uses: dict[int, int] = {}
+    for args, _ in calls:
+        for a in args:
+            if type(a) is torch.Tensor:
+                uses[id(a)] = uses.get(id(a), 0) + 1
+    if not uses or all(n > 1 for n in uses.values()):
+        return calls
+    return [(tuple(codec.TensorCopy(a) if type(a) is torch.Tensor and uses[id(a)] == 1 else a for a in args), kwargs)
+            for args, kwargs in calls]
 
 
 def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool, Any]]:

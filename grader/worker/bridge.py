@@ -23,7 +23,7 @@ import time
 from typing import Any, Callable
 
 from . import codec
-from .codec import PLAIN, BridgeError, Registry, Verbatim, fingerprint, no_modes
+from .codec import PLAIN, BridgeError, Registry, TensorCopy, Verbatim, fingerprint, no_modes
 from .wire import FramedSocket, PeerClosed, WireError
 
 MAX_EXC_MESSAGE = 4000
@@ -218,6 +218,8 @@ class Endpoint:
             return ("T", [self.encode(v, d) for v in value])
         if t is Verbatim:
             return ("V", value.value)
+        if t is TensorCopy:
+            return self.encode_tensor(0, value.tensor, d)
         if t is list or t is dict or t is set:
             return self.encode_shared(value, depth=d)
         if t is frozenset:

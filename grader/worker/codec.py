@@ -86,6 +86,18 @@ class Verbatim:
         self.value = value
 
 
+class TensorCopy:
+    """A tensor that crosses as a copy of its values, not as a shared object: for the
+    thousands of tensors of a call_many that are each used once (a draft per call) or that
+    each call returns, which would otherwise all be registered on both sides and checked
+    for changes at every later message."""
+
+    __slots__ = ("tensor",)
+
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = tensor
+
+
 def torch_loaded() -> Any:
     return sys.modules.get("torch")
 
@@ -276,21 +288,41 @@ def same_fingerprint(a: Any, b: Any) -> bool:
 # ------------------------------------------------------------------------ tensors
 
 
+# Dtypes whose bytes numpy can give directly (the others go through a uint8 view).
+_NUMPY_DTYPES = frozenset({"float64", "float32", "float16", "int64", "int32", "int16", "int8",
+                           "uint8", "bool", "complex64", "complex128"})
+_DTYPE_NAMES: dict[Any, str] = {}  # torch.dtype -> its name (filled as they are met)
+_ITEM_SIZES: dict[str, int] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).replace("torch.", "")
+    return name
+
+
 def encode_tensor_data(t: Any) -> tuple:
     """(dtype name, shape, stride, bytes) of a strided tensor, copied to the CPU."""
     torch = torch_loaded()
     data = t.detach()
+    if data.is_cpu and data.is_contiguous() and not data.is_conj() and not data.is_neg():
+        # The common case, in a fraction of the general path's time: thousands of small
+        # tensors cross in a distribution test.
+        dtype = _dtype_name(data.dtype)
+        if dtype in _NUMPY_DTYPES:
+            return dtype, tuple(data.shape), None, data.numpy().tobytes()
     if data.device.type != "cpu":
         data = data.cpu()
     if data.is_conj():
         data = data.resolve_conj()
     if data.is_neg():
         data = data.resolve_neg()
-    dtype = str(data.dtype).replace("torch.", "")
+    dtype = _dtype_name(data.dtype)
     if dtype not in TENSOR_DTYPES:
         raise BridgeError(f"a tensor of dtype {dtype} cannot cross")
     shape = tuple(data.shape)
-    stride = tuple(data.stride()) if _dense_non_overlapping(data) else None
+    stride = None if data.is_contiguous() else tuple(data.stride()) if _dense_non_overlapping(data) else None
     # Bytes in memory order when the layout is dense (keeps e.g. a transposed result's
     # strides); otherwise in row-major order.
     if stride is not None and not data.is_contiguous():
@@ -307,10 +339,17 @@ def encode_tensor_data(t: Any) -> tuple:
 
 
 def _dense_non_overlapping(t: Any) -> bool:
-    try:
-        return bool(t.is_non_overlapping_and_dense())
-    except (AttributeError, RuntimeError):
-        return t.is_contiguous()
+    """Whether the tensor's elements fill its storage span exactly, in some order of its
+    dimensions (a transposed or permuted tensor): then its bytes cross in memory order with
+    its strides. (torch keeps this test internal: Tensor has no method for it.)"""
+    if t.numel() == 0:
+        return False
+    span = 1
+    for stride, size in sorted((st, sz) for st, sz in zip(t.stride(), t.shape) if sz != 1):
+        if stride != span:
+            return False
+        span *= size
+    return True
 
 
 def decode_tensor_data(dtype_name: Any, shape: Any, stride: Any, payload: Any, device: Any) -> Any:
@@ -324,14 +363,17 @@ def decode_tensor_data(dtype_name: Any, shape: Any, stride: Any, payload: Any, d
             or not all(type(d) is int and 0 <= d < 2**40 for d in shape)):
         raise BridgeError(f"bad tensor shape {shape!r}")
     numel = math.prod(shape)
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = _ITEM_SIZES.get(dtype_name)
+    if itemsize is None:
+        itemsize = _ITEM_SIZES[dtype_name] = torch.empty((), dtype=dtype).element_size()
     if type(payload) is not bytes or len(payload) != numel * itemsize:
         raise BridgeError(f"tensor data of {len(payload) if isinstance(payload, bytes) else '?'} "
                           f"bytes does not fit shape {shape} of {dtype_name}")
     if numel == 0:
         out = torch.empty(shape, dtype=dtype)
     else:
-        out = torch.frombuffer(bytearray(payload), dtype=torch.uint8).view(dtype)
+        out = torch.frombuffer(bytearray(payload), dtype=dtype) if dtype_name in _NUMPY_DTYPES \
+            else torch.frombuffer(bytearray(payload), dtype=torch.uint8).view(dtype)
         if stride is not None:
             if (type(stride) is not tuple or len(stride) != len(shape)
                     or not all(type(s) is int and s >= 0 for s in stride)

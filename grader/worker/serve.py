@@ -383,11 +383,14 @@ def _call_many(ep: WorkerEndpoint, fn: Any, calls: list, clone_args: Any = False
     the lists among them, cross as copies: thousands of them would otherwise each be a
     shared object, checked for changes at every later message."""
     out = _Copied()
+    torch = codec.torch_loaded()
+    tensor = torch.Tensor if torch is not None else None
     for args, kwargs in calls:
         if clone_args is True:
             args = codec.clone_tensors(args)
         value = fn(*args, **dict(kwargs))
-        out.append(_Copied(value) if type(value) is list else value)
+        kind = type(value)
+        out.append(_Copied(value) if kind is list else codec.TensorCopy(value) if kind is tensor else value)
     return out
 
 

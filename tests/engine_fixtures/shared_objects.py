@@ -83,3 +83,21 @@ def gc_state():
     import gc
 
     return gc.isenabled(), gc.get_freeze_count()
+
+
+def transposed(x):
+    """A view with other strides than its base's (dense, not contiguous)."""
+    return x.t()
+
+
+def every_other_column(x):
+    """A view that is not dense: it crosses as a contiguous copy."""
+    return x[:, ::2]
+
+
+def same(x):
+    return x
+
+
+def add_tensors(a, b):
+    return a + b

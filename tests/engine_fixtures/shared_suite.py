@@ -141,6 +141,17 @@ def test_call_many_clones_tensor_arguments_and_copies_results(solution):
     expect(lists[3] == [0, 1, 2] and len(bridge.registry.objects) - shared_before < 10,
            "results are plain copies, not shared objects kept for the test",
            expected="< 10 new shared objects", got=len(bridge.registry.objects) - shared_before)
+    # A tensor only one call gets, and the tensors the calls return, cross as copies; one
+    # that every call gets crosses once.
+    xs, ones = [torch.full((2,), float(n)) for n in range(200)], torch.ones(2)
+    before = len(bridge.registry.objects)
+    sums = call_many(solution.add_tensors, [((xs[n], ones), {}) for n in range(200)],
+                     what="add_tensors", clone_args=True)
+    expect(all(torch.equal(s, xs[n] + 1) for n, s in enumerate(sums))
+           and len(bridge.registry.objects) - before < 10,
+           "single-use tensor arguments and tensor results are copies, not shared objects",
+           expected="x + 1 for each x; < 10 new shared objects",
+           got=len(bridge.registry.objects) - before)
 
 
 @kata_test(level=1, category="correctness", description="backward through the candidate's graph")
@@ -169,3 +180,24 @@ def test_imports_are_frozen_out_of_garbage_collection(solution):
     expect(judge[0] and judge[1] > 10_000 and worker[0] and worker[1] > 10_000,
            "judge and worker collect garbage, with their imports frozen",
            expected="(True, > 10000) each", got={"judge": judge, "worker": worker})
+
+
+@kata_test(level=1, category="correctness", description="tensors cross with their values, dtype and layout")
+def test_tensors_cross_with_their_layout(solution):
+    x = torch.arange(6.0).reshape(2, 3)
+    got = solution.transposed(x)
+    expect(torch.equal(got, x.t()) and got.stride() == (1, 3) and not got.is_contiguous(),
+           "a transposed result keeps its strides", expected=(1, 3), got=got.stride())
+    perm = torch.arange(24).reshape(2, 3, 4).permute(2, 0, 1)
+    got = solution.same(perm)
+    expect(torch.equal(got, perm) and got.stride() == perm.stride(), "a permuted tensor keeps its strides",
+           expected=perm.stride(), got=got.stride())
+    got = solution.every_other_column(x)
+    expect(torch.equal(got, x[:, ::2]), "a strided view arrives with its values", expected=x[:, ::2], got=got)
+    for value in (torch.tensor([3, -1, 4]), torch.tensor(2.5, dtype=torch.float64), torch.tensor([True, False]),
+                  torch.randn(2, 3, dtype=torch.bfloat16), torch.randn(3, dtype=torch.complex64).conj(),
+                  torch.tensor([1, 2], dtype=torch.uint16), torch.empty(0, 3), torch.ones(1, 4)[:, 1:3]):
+        got = solution.same(value)
+        want = value.resolve_conj()
+        expect(got.dtype == value.dtype and got.shape == value.shape and torch.equal(got, want),
+               "a tensor arrives with its values, dtype and shape", expected=want, got=got)
