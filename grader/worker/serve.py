@@ -288,8 +288,8 @@ class WorkerEndpoint(Endpoint):
         if not isinstance(out, torch.Tensor):
             raise BridgeError("backward through a tensor the worker no longer holds")
         mirrors = [self.registry.objects.get(sid) for sid in sids]
-        before = [m.grad.clone() if isinstance(m, torch.Tensor) and m.grad is not None else None
-                  for m in mirrors]
+        before = [(m.grad, _version(m.grad), m.grad.clone()) if isinstance(m, torch.Tensor) and m.grad is not None
+                  else None for m in mirrors]
         if isinstance(grad, torch.Tensor) and grad.shape == out.shape and grad.dtype == out.dtype:
             # The gradient that reaches `out` is exactly `grad` (times the sum's ones), without
             # torch.autograd.backward's shape check, whose first use imports sympy (0.3 s).
@@ -303,10 +303,22 @@ class WorkerEndpoint(Endpoint):
             if not isinstance(mirror, torch.Tensor) or mirror.grad is None:
                 deltas.append(None)
                 continue
-            deltas.append(mirror.grad - old if old is not None else mirror.grad.clone())
-            mirror.grad = old  # the judge adds the delta to its own tensor, then tells us
+            if old is not None and mirror.grad is old[0] and _version(mirror.grad) == old[1]:
+                # Not in this graph: its gradient is untouched, as it would be in one process
+                # (a zero delta would still write the judge's .grad, and cross back).
+                deltas.append(None)
+                continue
+            deltas.append(mirror.grad - old[2] if old is not None else mirror.grad.clone())
+            mirror.grad = old[2] if old is not None else None  # the judge adds the delta, then tells us
             self.registry.mark_synced(sid, mirror)
         return deltas
+
+
+def _version(t: Any) -> int:
+    try:
+        return t._version
+    except RuntimeError:  # an inference tensor keeps no version counter
+        return -1
 
 
 def _set_rng(torch: Any, state: bytes) -> None:

@@ -201,3 +201,17 @@ def test_tensors_cross_with_their_layout(solution):
         want = value.resolve_conj()
         expect(got.dtype == value.dtype and got.shape == value.shape and torch.equal(got, want),
                "a tensor arrives with its values, dtype and shape", expected=want, got=got)
+
+
+@kata_test(level=1, category="correctness", description="a backward pass leaves other gradients alone")
+def test_backward_leaves_other_gradients_alone(solution):
+    x = torch.tensor([1.0, 2.0], requires_grad=True)
+    solution.cube(x).sum().backward()
+    grad, version = x.grad, x.grad._version
+    y = torch.tensor([3.0], requires_grad=True)
+    solution.cube(y).sum().backward()
+    expect(torch.equal(y.grad, torch.tensor([27.0])), "the second graph's input gets its gradient",
+           expected=[27.0], got=y.grad)
+    expect(x.grad is grad and x.grad._version == version and torch.equal(x.grad, torch.tensor([3.0, 12.0])),
+           "a tensor outside the second graph keeps its gradient untouched (no zero added to it)",
+           expected=(version, [3.0, 12.0]), got=(x.grad._version, x.grad))
