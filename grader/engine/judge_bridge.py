@@ -246,14 +246,14 @@ def _wire_reads(reads: Any) -> Any:
     """(name, args or None, kwargs) for each read: a tuple, since a list would cross as a
     shared object, kept for the test; in one piece when it is plain data (it usually is)."""
     wire = tuple((name, None if args is None else tuple(args), ()) for name, args in reads)
-    if all(type(name) is str and (args is None or all(map(_PLAIN_ARG.__contains__, map(type, args))))
+    if all(type(name) is str and (args is None or all(map(_PLAIN_TYPES.__contains__, map(type, args))))
            for name, args, _ in wire):
         return codec.Verbatim(wire)
     return wire
 
 
-# Arguments a read may pass verbatim (no handle or shared object among them).
-_PLAIN_ARG = _PLAIN_TYPES = frozenset(codec.PLAIN)
+# Arguments that may cross verbatim, a read's or a request's (no handle or shared object).
+_PLAIN_TYPES = frozenset(codec.PLAIN)
 
 
 def _outcome_shape(outcome: Any) -> bool:
@@ -480,8 +480,7 @@ class JudgeEndpoint(Endpoint):
         return super().encode(value, depth)
 
     def encode_other(self, value: Any, depth: int) -> Any:
-        if isinstance(value, RemoteObject):
-            return ("r", object.__getattribute__(value, "_kata_handle"))
+        # (A RemoteObject never gets here: encode takes it first.)
         if isinstance(value, RemoteMethod):
             return ("rm", value._obj._kata_handle, value._name)
         torch = codec.torch_loaded()

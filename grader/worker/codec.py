@@ -322,15 +322,14 @@ def encode_tensor_data(t: Any) -> tuple:
     if dtype not in TENSOR_DTYPES:
         raise BridgeError(f"a tensor of dtype {dtype} cannot cross")
     shape = tuple(data.shape)
-    stride = None if data.is_contiguous() else tuple(data.stride()) if _dense_non_overlapping(data) else None
-    # Bytes in memory order when the layout is dense (keeps e.g. a transposed result's
-    # strides); otherwise in row-major order.
-    if stride is not None and not data.is_contiguous():
+    stride = tuple(data.stride()) if not data.is_contiguous() and _dense_non_overlapping(data) else None
+    # Bytes in memory order when the layout is dense but not row-major (keeps e.g. a
+    # transposed result's strides); otherwise in row-major order.
+    if stride is not None:
         order = sorted(range(len(shape)), key=lambda d: -stride[d])
         raw = data.permute(order).contiguous()
     else:
         raw = data.contiguous()
-        stride = None
     flat = raw.reshape(-1)
     if flat.numel() and flat.stride(0) != 1:  # size-1 dims may carry any stride
         flat = torch.empty(flat.shape, dtype=flat.dtype).copy_(flat)
