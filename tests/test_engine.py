@@ -193,6 +193,16 @@ def test_shrinking_a_failure_stops_in_time_to_report_it():
     assert sums.duration_s > SHRINK_FLOOR_S  # it did shrink, for its budget
 
 
+def test_hypothesis_draws_no_constants_from_the_graders_modules():
+    """Hypothesis would parse every local module it finds loaded (the grader's engine, the
+    reference) for constants to mix into its draws: a quarter second a grading, and the
+    inputs a seed draws would move with the grader's source. The judge turns that off."""
+    outcome = run_suite(FIXTURES / "local_constants_suite.py", FIXTURES / "wrong_sum.py", "toy", 1,
+                        test_timeout_s=30.0)
+    test = by_name(outcome)["test_no_local_constants"]
+    assert test.passed, (test.message, test.details)
+
+
 def test_the_shrink_budget_is_the_tests_time_so_far_within_its_limit(monkeypatch):
     from grader.engine import plugin
 

@@ -275,6 +275,24 @@ def _register_hypothesis_profile() -> None:
     )
     settings.load_profile("kata")
     _bound_shrinking()
+    _no_local_constants()
+
+
+def _no_local_constants() -> None:
+    """Hypothesis mixes into its draws constants it parses out of every local module it
+    finds loaded: here the grader's engine, the reference and the strategies (never the
+    candidate's code, which runs in the worker). Parsing them cost about 0.25 s a grading
+    (paged-kv), and the inputs a seed draws would change whenever the grader's own source
+    does. The suites' strategies draw the edge values on purpose. Where hypothesis's
+    internals moved, nothing is changed."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - hypothesis moved its providers
+        return
+    empty = getattr(providers, "_local_constants", None)
+    if empty is None or not callable(getattr(providers, "_get_local_constants", None)) or len(empty):
+        return
+    providers._get_local_constants = lambda: empty
 
 
 # Shrinking a failing example: at least this long, at most as long as the test has run when it
