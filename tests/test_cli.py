@@ -8,6 +8,8 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
 from typer.testing import CliRunner
 
 from grader.cli.app import app
@@ -161,7 +163,8 @@ def test_a_session_ends_when_a_grade_passes_every_level():
 
 def test_grade_missing_file_and_bad_file_are_usage_errors(tmp_path):
     missing = invoke("grade", "paged-kv", "--file", str(tmp_path / "nope.py"))
-    assert missing.exit_code == 2 and "does not exist" in missing.output
+    # the message wraps at 80 columns wherever the temporary path's length puts the break
+    assert missing.exit_code == 2 and "does not exist" in " ".join(missing.output.split())
     odd = tmp_path / "mystery.py"
     odd.write_text("x = 1\n")
     unknown = invoke("grade", "--file", str(odd))
@@ -343,3 +346,32 @@ def test_usage_errors_say_what_is_wrong_and_what_next(tmp_path):
         assert ran.returncode == 2, (argv, ran.stderr)
         assert ran.stderr.startswith("error: ") and what in ran.stderr, (argv, ran.stderr)
         assert hint in ran.stderr, (argv, ran.stderr)
+
+
+def test_entry_point_ends_quietly_on_a_closed_pipe_and_on_an_abort(tmp_path, monkeypatch, capsys):
+    """`kata list | head -1` closes the pipe under kata: it exits 1 with no traceback (it
+    once raised AttributeError, looking for Abort where Typer 0.29 no longer keeps it).
+    An Abort (end of input at a prompt) prints `aborted`, exit 1."""
+    import subprocess
+    import sys
+
+    import typer
+
+    from grader.cli import app as app_module
+
+    proc = subprocess.Popen([sys.executable, "-m", "grader.cli.app", "--help"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "COLUMNS": "80"})
+    proc.stdout.close()  # no reader: kata's first write fails with EPIPE
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 1, err
+    assert "Traceback" not in err and "Error" not in err, err
+
+    def aborting(**_kwargs):
+        raise typer.Abort()
+
+    monkeypatch.setattr(app_module, "app", aborting)
+    with pytest.raises(SystemExit) as ended:
+        app_module.main()
+    assert ended.value.code == 1
+    assert "aborted" in capsys.readouterr().err

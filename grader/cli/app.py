@@ -53,7 +53,7 @@ def main() -> None:
     except click_exc.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click_exc.Abort:
+    except typer.Abort:  # Typer 0.29 keeps Abort in typer.exceptions, not in its vendored click
         output.err_console.print("aborted")
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
