@@ -318,3 +318,24 @@ def test_reveal_on_a_terminal_pages_and_wraps_instead_of_cropping(monkeypatch):
     # Every character of the reference is on screen: strip the line numbers and compare.
     body = "".join(re.sub(r"^\s*\d*\s", "", line, count=1) for line in shown.splitlines())
     assert "".join(body.split()) == "".join(reference.split())
+
+
+def test_an_unimplemented_level_names_each_function_once():
+    """One level's tests reach the stub through a traceback ("line 60, in rope_inv_freq") or a
+    suite's message ("rope_inv_freq is not implemented yet"): each function is named once,
+    with its line where one is known (it read "rope_inv_freq, rope_inv_freq, line 60, ...")."""
+    from grader.cli.scorecard import unimplemented_levels
+
+    def stub(message: str, where: str = "") -> dict:
+        return {"level": 1, "passed": False, "message": message, "details": {"where": where}}
+
+    card = {"levels": [{"level": 1, "name": "Frequencies"}],
+            "tests": [stub("rope_inv_freq is not implemented yet (NotImplementedError)"),
+                      stub("NotImplementedError", 'File "rope.py", line 60, in rope_inv_freq'),
+                      stub("apply_rope is not implemented yet (NotImplementedError)"),
+                      stub("NotImplementedError", 'File "rope.py", line 92, in apply_rope'),
+                      stub("NotImplementedError", 'File "rope.py", line 92, in apply_rope'),
+                      stub("RotaryEmbedding is not implemented yet (NotImplementedError)")]}
+    line = unimplemented_levels(card)[1]
+    assert line.endswith("all 6 tests raised NotImplementedError "
+                         "(in rope_inv_freq, line 60; apply_rope, line 92; RotaryEmbedding)"), line

@@ -104,22 +104,26 @@ def unimplemented_levels(card: dict[str, Any], noun: str = "tests") -> dict[int,
         if not tests or not all(is_unimplemented(t) for t in tests):
             continue
         places = _unimplemented_places(tests)
-        where = f" (in {', '.join(places)})" if places else ""
+        where = f" (in {'; '.join(places)})" if places else ""
         which = f"all {len(tests)} {noun}" if len(tests) > 1 else f"its {noun.rstrip('s')}"
         lines[level] = f"{names[level]}: not implemented yet, {which} raised NotImplementedError{where}"
     return lines
 
 
 def _unimplemented_places(tests: list[dict[str, Any]]) -> list[str]:
-    """The functions that raised: "__init__ line 43", or the name a suite's message gives."""
-    places: list[str] = []
+    """The functions that raised, once each: "fork, line 60" where a traceback gives the
+    line, else the name a suite's message gives ("rope_inv_freq")."""
+    places: dict[str, str] = {}
     for test in tests:
         frame = _FRAME.search(str((test.get("details") or {}).get("where", "")))
         named = re.match(r"(\w+) is not implemented yet", test["message"])
-        place = f"{frame.group(2)}, line {frame.group(1)}" if frame else (named.group(1) if named else None)
-        if place and place not in places:
-            places.append(place)
-    return places
+        if frame:
+            name = frame.group(2)
+            if name not in places or "line" not in places[name]:
+                places[name] = f"{name}, line {frame.group(1)}"
+        elif named and named.group(1) not in places:
+            places[named.group(1)] = named.group(1)
+    return list(places.values())
 
 
 def failure_key(test: dict[str, Any]) -> tuple[str, str]:
