@@ -13,7 +13,7 @@ from hypothesis import example, given, settings, strategies as st
 from grader.protocol import call, expect, kata_test
 from grader.suites.kv_budget.strategies import (LLAMA3_70B, LLAMA3_8B, counts, expect_close, expect_int,
                                                 expect_value_error, kv_per_token, make_spec, param_total,
-                                                small_specs, spec_text, tp_specs, weight_bytes)
+                                                params_per_gpu, small_specs, spec_text, tp_specs, weight_bytes)
 
 RULES = {
     "param_count equals Hugging Face's LlamaForCausalLM: embedding, per layer 2 RMSNorms, q/k/v/o without "
@@ -23,6 +23,8 @@ RULES = {
     "each part counted once: tied lm_head not counted, plain MLP has 2 matrices, k/v use n_kv_heads, "
     "q/o use n_heads·head_dim (not d_model)": "test_param_count_parts",
     "weight_bytes per GPU = (replicated + sharded / tp) · bytes_per_param": "test_weight_bytes_per_gpu",
+    "bytes_per_param may be fractional (0.5 for 4-bit weights): an odd parameter count gives a fractional "
+    "byte count, not rounded": "test_fractional_bytes_per_param_are_not_rounded",
     "tp splits heads and d_ff; embedding, lm_head and norms are replicated on every GPU":
         "test_tp_replicates_embeddings_and_norms",
     "kv_bytes_per_token = 2 · n_layers · (n_kv_heads / tp) · head_dim · bytes_per_elem":
@@ -75,6 +77,23 @@ def test_weight_bytes_per_gpu(solution, pair, bpp):
     got = call(solution.weight_bytes, make_spec(solution, spec), bpp, tp=tp, what="weight_bytes()")
     expect_close(got, weight_bytes(spec, bpp, tp), "weight_bytes = (replicated params + sharded params / tp) "
                  "· bytes_per_param, per GPU", input={"spec": spec_text(spec), "bytes_per_param": bpp, "tp": tp})
+
+
+@kata_test(level=1, category="edge cases", weight=1,
+           description="fractional bytes_per_param: an odd parameter count's bytes are not rounded")
+def test_fractional_bytes_per_param_are_not_rounded(solution):
+    # 33 parameters on each GPU (tp=1 and tp=2): 16.5 bytes at 0.5 bytes each, 37.125 at 1.125
+    specs = [(dict(n_layers=1, d_model=3, n_heads=1, n_kv_heads=1, head_dim=1, d_ff=1, vocab_size=1,
+                   tied_embeddings=False, gated_mlp=False), 1),
+             (dict(n_layers=1, d_model=3, n_heads=2, n_kv_heads=2, head_dim=1, d_ff=2, vocab_size=1,
+                   tied_embeddings=False, gated_mlp=False), 2)]
+    for spec, tp in specs:
+        for bpp in (0.5, 1.125):
+            got = call(solution.weight_bytes, make_spec(solution, spec), bpp, tp=tp, what="weight_bytes()")
+            want = weight_bytes(spec, bpp, tp)
+            expect_close(got, want, f"{params_per_gpu(spec, tp)} parameters per GPU at {bpp} bytes each are "
+                         f"{float(want)} bytes: bytes_per_param may be fractional, and the bytes are not rounded",
+                         input={"spec": spec_text(spec), "bytes_per_param": bpp, "tp": tp})
 
 
 @kata_test(level=1, category="correctness", weight=2,
