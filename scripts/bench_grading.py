@@ -10,6 +10,8 @@ grading each kata's reference, and of a coach's review of one bundle with three 
 With --against REV, each grading runs in a fresh process, alternately from this checkout and
 from a worktree of REV (both warmed up first): the ratio of their medians is fair even when
 the machine's speed drifts, as a shared virtual machine's does by 20 % within the hour.
+Every grading runs with Python's bytecode cache on, as on a user's machine (the script unsets
+PYTHONDONTWRITEBYTECODE).
 
 With --failing, each kata's corpus gives its first buggy file of each level (tests/corpus/<m>/
 corpus.toml), graded with the whole suite like a candidate's file: the median of those against
@@ -173,7 +175,11 @@ def main() -> None:
     parser.add_argument("--against", metavar="REV",
                         help="compare with the grader of git revision REV, interleaved")
     args = parser.parse_args()
-    print(f"{os.cpu_count()} CPUs", flush=True)
+    # Time what a user's machine does: Python caches the grader's bytecode. Where the shell sets
+    # PYTHONDONTWRITEBYTECODE (these VMs do), every judge and worker would compile from source.
+    unset = os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None
+    print(f"{os.cpu_count()} CPUs" + ("; PYTHONDONTWRITEBYTECODE unset for the gradings" if unset else ""),
+          flush=True)
     if args.against:
         bench_against(args.against, args.katas, args.repeats)
     elif args.review:

@@ -30,6 +30,7 @@ RULES = {
     "a split whose lse is -inf contributes nothing, whatever its outs hold (NaN too)":
         "test_combine_ignores_empty_splits",
     "all splits -inf: out 0 and lse -inf": "test_combine_all_empty_gives_zeros",
+    "out in the dtype of outs, lse in the dtype of lses (they may differ)": "test_combine_keeps_each_dtype",
     "stable for |lse| up to 1e4 (relative tolerance)": "test_combine_is_stable_for_large_lse",
     "ValueError: S < 1 or mismatched shapes": "test_combine_rejects_bad_shapes",
 }
@@ -177,6 +178,19 @@ def test_combine_all_empty_gives_zeros(solution):
         outs = torch.full((S, 2, 1, 2), fill)
         lses = torch.full((S, 2, 1), -INF)
         _check_merge(_combine(solution, outs, lses), outs, lses, "all splits empty: out 0 and lse -inf (never NaN)")
+
+
+@kata_test(level=2, category="api contract", weight=1,
+           description="combine_partials returns out in the dtype of outs and lse in the dtype of lses")
+def test_combine_keeps_each_dtype(solution):
+    gen = torch.Generator().manual_seed(3)
+    for outs_dtype, lses_dtype in ((torch.float64, torch.float32), (torch.float32, torch.float64)):
+        outs = torch.randn(3, 2, 2, 4, generator=gen, dtype=torch.float64).to(outs_dtype)
+        lses = torch.tensor([[[0.5, -1.0], [2.0, -INF]], [[1.5, 0.0], [-INF, -INF]], [[-2.0, 3.0], [1.0, -INF]]],
+                            dtype=lses_dtype)
+        _check_merge(_combine(solution, outs, lses), outs, lses,
+                     f"out in the dtype of outs ({str(outs_dtype)[6:]}), lse in the dtype of lses "
+                     f"({str(lses_dtype)[6:]})")
 
 
 @kata_test(level=2, category="numerics", weight=2,

@@ -27,11 +27,15 @@ RULES = {
     "influence the result": "test_decode_ignores_what_no_sequence_owns",
     "sequences may share blocks (a shared prefix)": "test_decode_with_shared_prefix_blocks",
     "seq_lens[b] == 0 gives zeros": "test_decode_empty_sequence_gives_zeros",
+    "scale as in level 1: None means 1/sqrt(D), an explicit 0.0 is a valid scale":
+        "test_decode_scale_none_and_zero",
     "all partials are merged by one call of the module-level combine_partials, looked up at call time, "
     "with (num_splits, B, H, D) float32 partials (float64 for float64 inputs)":
         "test_decode_merges_with_one_combine_call",
     "keys cut into num_splits contiguous ranges whose sizes differ by at most one (empty ranges when "
     "seq_lens[b] < num_splits)": "test_decode_split_ranges_are_balanced",
+    "equals dense attention for scores of 1e4 too (each partial keeps its own max)":
+        "test_decode_is_stable_for_large_scores",
     "int32 or int64 block tables and lengths": "test_decode_accepts_int32_and_int64_indices",
     "inputs are never modified": "test_decode_inputs_are_not_modified",
     "ValueError: index dtypes, seq_lens out of [0, max_blocks·block_size], num_splits < 1, shapes, D < 1, "
@@ -84,6 +88,35 @@ def test_decode_empty_sequence_gives_zeros(solution):
                 "block_table": torch.randperm(6, generator=gen)[: 2 * len(lens)].reshape(len(lens), 2),
                 "seq_lens": torch.tensor(lens), "num_splits": num_splits}
         _check_decode(solution, case, "seq_lens[b] == 0 gives zeros for that sequence")
+
+
+@kata_test(level=3, category="edge cases", weight=1,
+           description="scale=None is 1/sqrt(D); scale=0.0 is a scale (every owned token weighs the same)")
+def test_decode_scale_none_and_zero(solution):
+    gen = torch.Generator().manual_seed(11)
+    case = {"q": randn(4, (2, 4, 3)), "k_cache": randn(5, (6, 2, 2, 3)), "v_cache": randn(6, (6, 2, 2, 3)),
+            "block_table": torch.randperm(6, generator=gen)[:4].reshape(2, 2), "seq_lens": torch.tensor([3, 4]),
+            "num_splits": 2}
+    for scale, rule in ((0.0, "an explicit scale=0.0 is a valid scale, not 'not given': every owned token "
+                              "weighs the same, out is the mean of the sequence's values"),
+                        (None, "scale=None means 1/sqrt(D)")):
+        _check_decode(solution, case, f"flash_decode: {rule}", scale=scale)
+
+
+@kata_test(level=3, category="numerics", weight=1,
+           description="scores of 1e4 give finite, exact results (each split's partial subtracts its max)")
+def test_decode_is_stable_for_large_scores(solution):
+    gen = torch.Generator()
+    for seed, num_splits in ((0, 1), (1, 2), (2, 3)):
+        gen.manual_seed(seed)
+        # integer values: every score is an exact float32 integer up to 2e4, so exp(s - max) is exact
+        case = {"q": torch.randint(-100, 101, (2, 2, 2), generator=gen).float(),
+                "k_cache": torch.randint(-100, 101, (6, 2, 1, 2), generator=gen).float(),
+                "v_cache": randn(seed, (6, 2, 1, 2)),
+                "block_table": torch.randperm(6, generator=gen).reshape(2, 3), "seq_lens": torch.tensor([5, 3]),
+                "num_splits": num_splits}
+        _check_decode(solution, case, "scores of 1e4: each split's partial subtracts its own max before exp "
+                      "(exp(1e4) overflows)", scale=1.0)
 
 
 class _CombineSpy:
@@ -223,6 +256,8 @@ def test_decode_rejects_bad_arguments(solution):
     bad = {
         "float block_table": dict(block_table=table.float()),
         "int16 seq_lens": dict(seq_lens=lens.to(torch.int16)),
+        "int16 block_table": dict(block_table=table.to(torch.int16)),
+        "uint8 seq_lens": dict(seq_lens=lens.to(torch.uint8)),
         "seq_lens[b] > max_blocks * block_size": dict(seq_lens=torch.tensor([3, 5])),
         "seq_lens[b] < 0": dict(seq_lens=torch.tensor([-1, 2])),
         "num_splits = 0": dict(num_splits=0),

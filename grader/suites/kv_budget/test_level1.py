@@ -30,6 +30,7 @@ RULES = {
     "kv_bytes_per_token = 2 · n_layers · (n_kv_heads / tp) · head_dim · bytes_per_elem":
         "test_kv_bytes_per_token",
     "GQA divides KV bytes by n_heads / n_kv_heads": "test_gqa_divides_kv_bytes",
+    "tp defaults to 1 (weight_bytes and kv_bytes_per_token called without it)": "test_tp_defaults_to_one",
     "ValueError: tp < 1, or tp not dividing n_heads, n_kv_heads and d_ff": "test_ledger_rejects_bad_tp",
 }
 
@@ -139,6 +140,19 @@ def test_gqa_divides_kv_bytes(solution, group, tp):
     expect(ok, "GQA divides the KV bytes per token by n_heads / n_kv_heads",
            input={"multi-head": spec_text(mha), "grouped": spec_text(gqa), "tp": tp},
            expected=f"ratio {group}", got=f"{full!r} / {grouped!r}")
+
+
+@kata_test(level=1, category="api contract", weight=1,
+           description="tp defaults to 1: weight_bytes and kv_bytes_per_token called without tp")
+def test_tp_defaults_to_one(solution):
+    spec = dict(n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, head_dim=8, d_ff=96, vocab_size=100)
+    shown = {"spec": spec_text(spec), "tp": "(not given)"}
+    got = call(solution.weight_bytes, make_spec(solution, spec), 2.0, what="weight_bytes()")
+    expect_close(got, weight_bytes(spec, 2.0, 1), "tp defaults to 1: weight_bytes(spec, 2.0) is the whole model's "
+                 "bytes on one GPU", input={**shown, "bytes_per_param": 2.0})
+    got = call(solution.kv_bytes_per_token, make_spec(solution, spec), 2.0, what="kv_bytes_per_token()")
+    expect_close(got, kv_per_token(spec, 2.0, 1), "tp defaults to 1: kv_bytes_per_token(spec, 2.0) holds every KV "
+                 "head", input={**shown, "bytes_per_elem": 2.0})
 
 
 @kata_test(level=1, category="api contract", weight=1,

@@ -26,6 +26,8 @@ RULES = {
         "test_sequences_round_up_to_whole_blocks",
     "ValueError when the weights alone do not fit; weights filling the usable HBM exactly leave 0 tokens":
         "test_weights_that_do_not_fit",
+    "defaults: tp=1, reserve_fraction=0.1, block_size None (max_kv_tokens) and 16 (max_concurrent_seqs)":
+        "test_capacity_defaults",
     "ValueError: reserve_fraction outside [0, 1), block_size < 1, context_len < 1":
         "test_capacity_rejects_bad_arguments",
 }
@@ -103,6 +105,23 @@ def test_sequences_round_up_to_whole_blocks(solution):
                    input=case_text(case, context_len=context_len, block_size=16))
     got = _max_seqs(solution, case, 8193)  # the default block_size is 16
     expect_int(got, blocks // 513, "the default block_size is 16", input=case_text(case, context_len=8193))
+
+
+@kata_test(level=2, category="api contract", weight=1,
+           description="the defaults: tp=1, reserve_fraction=0.1, block_size None (max_kv_tokens) or 16 (seqs)")
+def test_capacity_defaults(solution):
+    case = nudged({"spec": dict(LLAMA3_8B), "tp": 1, "gpu": dict(H100), "bpp": 2.0, "bpe": 2.0,
+                   "reserve_fraction": 0.1})
+    shown = {**case_text(case), "tp": "(not given)", "reserve_fraction": "(not given)", "block_size": "(not given)"}
+    got = call(solution.max_kv_tokens, make_spec(solution, case["spec"]), make_gpu(solution, case["gpu"]),
+               case["bpp"], case["bpe"], what="max_kv_tokens()")
+    expect_int(got, tokens(case, None), "max_kv_tokens defaults to tp=1, reserve_fraction=0.1 and no block_size",
+               input=shown)
+    context_len = 8193
+    got = call(solution.max_concurrent_seqs, make_spec(solution, case["spec"]), make_gpu(solution, case["gpu"]),
+               context_len, case["bpp"], case["bpe"], what="max_concurrent_seqs()")
+    expect_int(got, (tokens(case, 16) // 16) // 513, "max_concurrent_seqs defaults to tp=1, reserve_fraction=0.1 "
+               "and block_size=16", input={**shown, "context_len": context_len})
 
 
 @kata_test(level=2, category="api contract", weight=2,

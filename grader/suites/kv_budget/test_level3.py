@@ -29,6 +29,7 @@ RULES = {
     "decode time is monotone (non-decreasing) in batch and in context_len": "test_decode_time_is_monotone",
     "decode turns compute-bound exactly past the analytic crossover batch":
         "test_decode_turns_compute_bound_at_the_crossover",
+    "tp defaults to 1 (decode_step_time and prefill_time called without it)": "test_roofline_tp_defaults_to_one",
     "ValueError: batch, context_len or prompt_len < 1; tp not dividing": "test_roofline_rejects_bad_arguments",
 }
 
@@ -159,6 +160,21 @@ def test_decode_turns_compute_bound_at_the_crossover(solution):
             expect_close(_decode(solution, case, batch, context_len), decode_terms(case, batch, context_len)[bound],
                          f"the analytic crossover batch is {float(crossover):.2f}: at batch {batch} decode is "
                          f"{'memory' if bound == 0 else 'compute'}-bound", input={**shown, "batch": batch})
+
+
+@kata_test(level=3, category="api contract", weight=1,
+           description="tp defaults to 1: decode_step_time and prefill_time called without tp")
+def test_roofline_tp_defaults_to_one(solution):
+    case = {"spec": dict(LLAMA3_8B), "tp": 1, "gpu": dict(H100), "bpp": 2.0, "bpe": 2.0, "reserve_fraction": 0.1}
+    shown = {**case_text(case), "tp": "(not given)"}
+    got = call(solution.decode_step_time, make_spec(solution, case["spec"]), make_gpu(solution, case["gpu"]),
+               8, 1000, case["bpp"], case["bpe"], what="decode_step_time()")
+    expect_close(got, max(decode_terms(case, 8, 1000)), "decode_step_time defaults to tp=1",
+                 input={**shown, "batch": 8, "context_len": 1000})
+    got = call(solution.prefill_time, make_spec(solution, case["spec"]), make_gpu(solution, case["gpu"]),
+               1000, case["bpp"], what="prefill_time()")
+    expect_close(got, max(prefill_terms(case, 1000)), "prefill_time defaults to tp=1",
+                 input={**shown, "prompt_len": 1000})
 
 
 @kata_test(level=3, category="api contract", weight=1,

@@ -195,6 +195,23 @@ def eos_scenario(model_seed: int, *, runner: bool, max_new_tokens: int = 12) -> 
     raise AssertionError(f"no EOS scenario for model seed {model_seed}")  # pragma: no cover
 
 
+@lru_cache(maxsize=1)
+def eos_zero_workload(max_new_tokens: int = 12) -> dict[str, Any]:
+    """eos_id = 0, a legal id that is falsy: one request that generates token 0 before its last
+    step, one that never does. Found by a deterministic search over the pools of prompts."""
+    for model_seed in range(40):
+        for pool_seed in range(20):
+            pool, outputs, margins = _pool(model_seed, pool_seed, max_new_tokens)
+            clear = [i for i in range(len(pool)) if margins[i] >= MIN_MARGIN]
+            hits = [i for i in clear if 0 in outputs[i][:-1]]
+            never = [i for i in clear if 0 not in outputs[i]]
+            if hits and never:
+                return {"model_seed": model_seed, "prompts": [pool[hits[0]], pool[never[0]]],
+                        "max_new_tokens": max_new_tokens, "eos_id": 0,
+                        "finish_steps": [outputs[hits[0]].index(0)]}
+    raise AssertionError("no workload that generates token 0")  # pragma: no cover
+
+
 # ------------------------------------------------------------------ running and checking
 
 

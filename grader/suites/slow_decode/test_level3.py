@@ -15,12 +15,13 @@ from hypothesis import assume, given, settings, strategies as st
 from grader.protocol import expect, kata_test
 from grader.suites._measure import count_flops, count_syncs
 from grader.suites.slow_decode.strategies import (FLOPS_BUDGET, cached_flops, check_tokens,
-                                                  clear_margin, eos_scenario, fresh_model, run_generate,
-                                                  shown, slow_tokens, workloads)
+                                                  clear_margin, eos_scenario, eos_zero_workload, fresh_model,
+                                                  run_generate, shown, slow_tokens, workloads)
 
 RULES = {
     "with eos_id, a request stops right after generating it; the EOS is included":
         ("test_eos_stops_each_request", "test_requests_finish_at_different_steps"),
+    "eos_id = 0 is an EOS like any other id (not 'no eos_id')": "test_eos_id_zero_stops_too",
     "only generated tokens count: an eos_id inside a prompt stops nothing":
         "test_eos_in_prompt_stops_nothing",
     "a finished request costs no FLOPs from the next step on": "test_finished_requests_cost_no_flops",
@@ -69,6 +70,18 @@ def test_requests_finish_at_different_steps(solution, seed):
     check_tokens(got, slow_tokens(seed, work["prompts"], work["max_new_tokens"], work["eos_id"]),
                  "requests finishing at steps " + str(work["finish_steps"]) + " (one at its first "
                  "token) stop right after their EOS; the last one runs to max_new_tokens", shown(work))
+
+
+@kata_test(level=3, category="edge cases", weight=1,
+           description="eos_id=0 is an EOS: a request that generates token 0 stops there")
+def test_eos_id_zero_stops_too(solution):
+    work = eos_zero_workload()
+    seed, prompts, n = work["model_seed"], work["prompts"], work["max_new_tokens"]
+    got = run_generate(solution, fresh_model(seed), work)
+    check_tokens(got, slow_tokens(seed, prompts, n, 0),
+                 f"eos_id=0 is a token id like any other, not 'no eos_id' (test `eos_id is not None`): "
+                 f"the first request generates 0 at step {work['finish_steps'][0]} and stops there, "
+                 f"the second never does", shown(work))
 
 
 @kata_test(level=3, category="edge cases", weight=1,

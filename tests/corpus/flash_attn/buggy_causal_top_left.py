@@ -69,7 +69,7 @@ def combine_partials(outs, lses):
     num = torch.where(lses[..., None] == -math.inf, torch.zeros_like(outs), w[..., None] * outs).sum(dim=0)
     out = torch.where(total[..., None] > 0, num / total[..., None], torch.zeros_like(num))
     lse = torch.where(total > 0, m + torch.log(total), torch.full_like(total, -math.inf))
-    return out, lse
+    return out.to(outs.dtype), lse.to(lses.dtype)
 
 
 def flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, num_splits, scale=None):
