@@ -84,6 +84,10 @@ class Kata:
     followups: tuple[Followup, ...]
     folder: Path = field(compare=False)
     support: tuple[str, ...] = ()  # public files of the kata the solution may import
+    # How many judges a grading with the hidden suite may split its tests over (kata.toml's
+    # `judges`, default 1): 2 where measured faster (suites of many quick calls; a suite
+    # of heavy tensor work gains nothing, its judges' starts cost more).
+    judges: int = 1
 
     @property
     def statement_path(self) -> Path:
@@ -187,7 +191,8 @@ def load_kata(folder: Path) -> Kata:
     kata = Kata(slug=slug, module=module, title=get.text("title"), minutes=get.integer("minutes"),
                 difficulty=difficulty, tags=tuple(get.items("tags", str)), summary=get.text("summary"),
                 levels=levels, followups=_followups(get.items("followups"), f"{where}kata.toml"),
-                folder=folder, support=tuple(data.get("support", [])))
+                folder=folder, support=tuple(data.get("support", [])),
+                judges=get.integer("judges") if "judges" in data else 1)
     for name in kata.support:
         if not isinstance(name, str) or "/" in name or not name.endswith(".py") or not (folder / name).is_file():
             raise CatalogError(f"{where}kata.toml: field 'support' names {name!r}, which is not a .py file of the folder")

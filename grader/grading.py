@@ -17,6 +17,7 @@ from grader.engine.runner import run_suite
 from grader.errors import KataError
 
 ENV_TEST_TIMEOUT = "KATA_TEST_TIMEOUT_S"
+ENV_JOBS = "KATA_GRADE_JOBS"  # judges one grading may use: 1, or 2 (default: 2 given 2 CPUs)
 DEFAULT_TEST_TIMEOUT_S = 30.0
 DEFAULT_TOTAL_TIMEOUT_S = 600.0
 MAX_SOLUTION_BYTES = 1_000_000
@@ -57,22 +58,33 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
           on_event: Callable[[str, dict[str, Any]], None] | None = None,
           limits: ResourceLimits | None = None, test_timeout_s: float | None = None,
           total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, workdir: Path | None = None,
-          levels: set[int] | None = None, per_test_limits: bool = True, **extra: Any) -> Scorecard:
+          levels: set[int] | None = None, per_test_limits: bool = True, jobs: int | None = None,
+          **extra: Any) -> Scorecard:
     """Grade `path` with the kata's hidden suite (or `suite`): a Scorecard, never an
     exception for anything the candidate's code does. `levels` runs only those levels'
-    tests (a mock interview's revealed levels; a corpus check up to a bug's level)."""
+    tests (a mock interview's revealed levels; a corpus check up to a bug's level).
+
+    With `jobs` 2 (by default: where the kata's `judges` allows it and this process may use
+    two CPUs, see grading_jobs), the tests are split over two judges, each with its worker
+    and a CPU of its own, balanced by the reference's times: the same verdicts (each test
+    starts from its own seed), paged-kv's in about 65 % of the time."""
     source = read_solution(path)
     seed = new_seed() if seed is None else seed
     suite = suite or kata.suite_path
     fixed = test_timeout_s is not None or ENV_TEST_TIMEOUT in os.environ
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
-    test_limits = call_limits = None
+    test_limits = call_limits = durations = None
     if per_test_limits and not fixed:
-        test_limits, call_limits = _reference_limits(kata, suite, timeout, on_event) or (None, None)
+        test_limits, call_limits, durations = _reference_limits(kata, suite, timeout, on_event) or (None, None, None)
+    # A kata's own suite splits as its kata.toml allows; a private suite or the examples run
+    # in one judge. An explicit `jobs` is taken as it is.
+    jobs = jobs if jobs is not None else min(grading_jobs(), kata.judges if suite == kata.suite_path else 1)
+    shards = time_limits.shards_for(durations, grading_jobs(jobs), levels)
     outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
-                        test_limits=test_limits, call_limits=call_limits, support=kata.support_paths)
+                        test_limits=test_limits, call_limits=call_limits, support=kata.support_paths,
+                        shards=shards)
     return build_scorecard(
         outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
         solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
@@ -80,11 +92,32 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
         level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
 
 
+def grading_jobs(jobs: int | None = None) -> int:
+    """How many judges one grading may use: `jobs`, else $KATA_GRADE_JOBS, else 2 when this
+    process may run on two CPUs or more (1 otherwise). More than 2 buys little: each judge
+    starts its own worker."""
+    if jobs is None:
+        raw = os.environ.get(ENV_JOBS, "").strip()
+        if raw:
+            try:
+                jobs = int(raw)
+            except ValueError:
+                raise KataError(f"{ENV_JOBS}={raw!r} is not a whole number",
+                                hint=f"set {ENV_JOBS} to 1 (one judge) or 2, or unset it") from None
+        else:
+            try:
+                cpus = len(os.sched_getaffinity(0))
+            except (AttributeError, OSError):
+                cpus = os.cpu_count() or 1
+            jobs = 2 if cpus >= 2 else 1
+    return max(1, min(int(jobs), 8))
+
+
 def _reference_limits(kata: Kata, suite: Path, ceiling_s: float,
                       on_event: Callable[[str, dict[str, Any]], None] | None = None
-                      ) -> tuple[dict[str, float], dict[str, float]] | None:
+                      ) -> tuple[dict[str, float], dict[str, float], dict[str, list[float]]] | None:
     """Per-test and per-call limits from the reference's times on this suite (measured once
-    per machine)."""
+    per machine, with one judge), and those times."""
     def measure() -> dict[str, list[float]]:
         if on_event is not None:  # the first grade on a machine waits for this: say why
             on_event("note", {"text": "timing the reference once on this machine, for the time limits"})
@@ -92,10 +125,10 @@ def _reference_limits(kata: Kata, suite: Path, ceiling_s: float,
                             support=kata.support_paths)
         if not all(t.passed for t in outcome.tests):
             raise RuntimeError("the reference does not pass this suite")
-        return {t.name: [t.duration_s, t.longest_call_s] for t in outcome.tests}
+        return {t.name: [t.duration_s, t.longest_call_s, t.level] for t in outcome.tests}
 
     durations = time_limits.cached_durations(kata.slug, suite, measure)
-    return time_limits.limits_for(durations, ceiling_s) if durations else None
+    return (*time_limits.limits_for(durations, ceiling_s), durations) if durations else None
 
 
 def check(kata: Kata, path: Path, **kwargs: Any) -> Scorecard:

@@ -7,6 +7,10 @@ import os
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# One judge per grading: the tests already grade two files at once (pytest -n 2), and a second
+# judge's start would only add CPU. The split itself is tested with an explicit `jobs`
+# (tests/test_engine.py), and CI's wheel check grades paged-kv as a user does, split.
+os.environ.setdefault("KATA_GRADE_JOBS", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -144,6 +144,26 @@ def test_overall_time_limit_ends_the_run_cleanly():
     assert not tests["test_scale"].passed
     assert any("whole run passed its 4 s limit" in t.message for t in tests.values() if not t.passed)
     assert outcome.duration_s < 15
+    # The judge was killed at the limit; its worker, still in the loop, went with it (a plain
+    # worker, without bwrap, once kept a CPU busy for good).
+    deadline = time.monotonic() + 5
+    while _workers_running("infinite_loop.py") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _workers_running("infinite_loop.py")
+
+
+def _workers_running(fixture: str) -> list[int]:
+    """Pids of live worker processes grading `fixture` (Linux: /proc)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if "kata_worker" in cmdline and fixture in cmdline and state != "Z":
+            found.append(int(entry.name))
+    return found
 
 
 def test_unreadable_files_are_input_errors():
@@ -367,3 +387,89 @@ def test_a_verbatim_tree_from_a_worker_is_checked_before_the_judge_uses_it():
             judge_side.decode(("V", bad))
         assert time.perf_counter() - t0 < 1.0
     assert JudgeEndpoint.VERIFY_VERBATIM and not WorkerEndpoint.VERIFY_VERBATIM
+
+
+# ---------------------------------------------------------------- a grading split over judges
+
+SPLIT = FIXTURES / "split_suite.py"
+
+
+def _split(shards=None, name="good", seed=5, **kwargs):
+    return run_suite(SPLIT, FIXTURES / f"{name}.py", "toy", seed, test_timeout_s=10.0, shards=shards, **kwargs)
+
+
+def test_a_split_run_gives_every_test_the_same_draws_in_the_suites_order():
+    events = []
+    one = _split()
+    split = _split([["test_a", "test_c"], ["test_b", "test_d"]], on_event=lambda kind, data: events.append((kind, data)))
+    assert [t.name for t in one.tests] == [t.name for t in split.tests] == ["test_a", "test_b", "test_c", "test_d"]
+    assert all(not t.passed for t in split.tests)
+    # Each test starts from its own seed: the same draw in either run, and not another test's.
+    assert [t.message for t in split.tests] == [t.message for t in one.tests]
+    assert len({t.message.split()[-1] for t in one.tests}) == 4
+    judge = {t.name: t.details["got"] for t in split.tests}
+    assert judge["test_a"] == judge["test_c"] != judge["test_b"] == judge["test_d"]
+    assert len({t.details["got"] for t in one.tests}) == 1
+    # One "collected" event with every test, and every result once.
+    collected = [data for kind, data in events if kind == "collected"]
+    assert len(collected) == 1 and [t["name"] for t in collected[0]["tests"]] == [t.name for t in one.tests]
+    assert sorted(data["name"] for kind, data in events if kind == "result") == ["test_a", "test_b", "test_c", "test_d"]
+    # Another seed, other draws.
+    assert [t.message for t in _split(seed=6).tests] != [t.message for t in one.tests]
+
+
+def test_a_test_no_share_names_runs_in_the_first_judge():
+    split = _split([["test_a"], ["test_b"]])
+    judge = {t.name: t.details["got"] for t in split.tests}
+    assert judge["test_a"] == judge["test_c"] == judge["test_d"] != judge["test_b"]
+    assert [t.message for t in split.tests] == [t.message for t in _split().tests]
+
+
+def test_a_split_run_with_a_level_filter_or_a_broken_file():
+    split = _split([["test_a", "test_c"], ["test_b", "test_d"]], levels={2})
+    assert [t.name for t in split.tests] == ["test_c", "test_d"]
+    assert [t.message for t in split.tests] == [t.message for t in _split().tests[2:]]
+    broken = _split([["test_a", "test_c"], ["test_b", "test_d"]], name="syntax_error")
+    assert "syntax error at line 1" in broken.import_error
+    assert len(broken.tests) == 4 and all(not t.passed and "syntax error" in t.message for t in broken.tests)
+
+
+def test_shards_balance_each_level_by_the_references_times():
+    from grader.engine.time_limits import shards_for
+
+    durations = {"a": [3.0, 0.1, 1], "b": [1.0, 0.1, 1], "c": [1.0, 0.1, 1], "d": [0.5, 0.1, 2],
+                 "e": [0.4, 0.1, 2], "f": [0.1, 0.1, 3]}
+    assert shards_for(durations, 2) == [["a"], ["b", "c", "d", "e", "f"]]
+    assert shards_for(durations, 2) == shards_for(dict(reversed(list(durations.items()))), 2)  # deterministic
+    assert shards_for(durations, 1) is None and shards_for(None, 2) is None
+    assert shards_for(durations, 2, levels={2}) is None  # 0.9 s of work: not worth a second judge
+    assert shards_for({**durations, "g": [2.0, 0.1, 2]}, 2, levels={2}) == [["g"], ["d", "e"]]
+    assert shards_for({"a": [3.0, 0.1, 1]}, 2) is None  # one test
+
+
+def test_the_number_of_judges_comes_from_the_argument_the_environment_or_the_cpus(monkeypatch):
+    from grader import grading
+
+    monkeypatch.setenv(grading.ENV_JOBS, "1")
+    assert grading.grading_jobs() == 1 and grading.grading_jobs(2) == 2
+    monkeypatch.setenv(grading.ENV_JOBS, "two")
+    with pytest.raises(KataError, match="KATA_GRADE_JOBS='two' is not a whole number"):
+        grading.grading_jobs()
+    monkeypatch.delenv(grading.ENV_JOBS)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert grading.grading_jobs() == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert grading.grading_jobs() == 2
+
+
+def test_a_kata_graded_by_two_judges_gets_the_same_scorecard():
+    from grader.catalog import load_catalog
+    from grader.grading import grade
+
+    kata = load_catalog().get("paged-kv")
+    assert kata.judges == 2 and load_catalog().get("mha").judges == 1
+    buggy = Path(__file__).parent / "corpus" / "paged_kv" / "buggy_newest_cached_evicted_first.py"
+    one, two = grade(kata, buggy, seed=11, jobs=1), grade(kata, buggy, seed=11, jobs=2)
+    assert 0 < one.score < 100
+    assert [(t.nodeid, t.passed, t.message, t.details.get("input")) for t in one.tests] == \
+        [(t.nodeid, t.passed, t.message, t.details.get("input")) for t in two.tests]

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import importlib
 import json
 import os
+import random
 import signal
 import sys
 import time
@@ -50,6 +52,8 @@ CALL_PROBE_S = 0.5  # how often a test with a per-call limit looks at its runnin
 ENV_MAX_EXAMPLES = "KATA_MAX_EXAMPLES"
 ENV_LEVELS = "KATA_LEVELS"  # comma-separated levels to run (default: all)
 ENV_SUPPORT = "KATA_SUPPORT"  # the kata's support files (os.pathsep-separated paths)
+# One judge's share of a split grading: JSON {"keep": [test names]} or {"drop": [names]}.
+ENV_SHARD = "KATA_SHARD"
 ENV_MEMORY = "KATA_WORKER_MEMORY_BYTES"
 ENV_CPU = "KATA_WORKER_CPU_SECONDS"
 ENV_FILE = "KATA_WORKER_FILE_BYTES"
@@ -359,7 +363,45 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if _metadata(item)["level"] in levels]
-    _stream.write(event="collected", tests=[_metadata(item) for item in items])
+    shard = _shard()
+    if shard is None:
+        _stream.write(event="collected", tests=[_metadata(item) for item in items])
+        return
+    every = [_metadata(item) for item in items]
+    keep, names = shard
+    dropped = [item for item in items if (item.name in names) != keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if (item.name in names) == keep]
+    # The parent merges the judges' results in the suite's order, and shows every test.
+    _stream.write(event="collected", tests=[_metadata(item) for item in items], all=every)
+
+
+def _shard() -> tuple[bool, frozenset[str]] | None:
+    """(True, names to run) or (False, names to leave to the other judges), when this judge
+    runs a share of a split grading."""
+    raw = os.environ.get(ENV_SHARD)
+    if not raw:
+        return None
+    spec = json.loads(raw)
+    keep = "keep" in spec
+    return keep, frozenset(str(n) for n in spec["keep" if keep else "drop"])
+
+
+def _seed_test(item: pytest.Item) -> None:
+    """Every test starts from its own random state, derived from the grading's seed and the
+    test's id: what it draws (and what the candidate's code draws through the bridge) does
+    not depend on which tests ran before it in this judge (a level filter, a split grading)."""
+    seed = item.config.getoption("hypothesis_seed", None)
+    digest = hashlib.blake2b(f"{seed}:{item.nodeid}".encode(), digest_size=8).digest()
+    value = int.from_bytes(digest, "little") >> 1
+    random.seed(value)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.default_generator.manual_seed(value)  # (not torch.manual_seed: see judge_bridge)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(value % 2**32)
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -481,6 +523,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
     _pending[item.nodeid] = {"passed": True, "message": "", "details": {}, "t0": time.perf_counter(),
                              "import_s": _import_s[0]}
     CALL_STATS["longest_s"] = 0.0
+    _seed_test(item)
     previous = signal.getsignal(signal.SIGALRM)
     _arm(item)
     try:

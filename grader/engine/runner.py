@@ -10,6 +10,7 @@ handled the same way. Nothing the candidate's code does can make the parent cras
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -70,7 +71,7 @@ class RunOutcome:
     contained: bool | None = None
 
 
-@dataclass
+@dataclass(eq=False)  # by identity: a split grading keeps its live judges in a set
 class _Child:
     proc: subprocess.Popen
     output: "_OutputSink"
@@ -105,17 +106,21 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               workdir: Path | None = None, levels: set[int] | None = None,
               test_limits: dict[str, float] | None = None,
               call_limits: dict[str, float] | None = None,
-              support: tuple[Path, ...] = ()) -> RunOutcome:
+              support: tuple[Path, ...] = (),
+              shards: list[list[str]] | None = None) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
     on_event(kind, data) is called, as the judge reports them, with "collected" (data:
     {"tests": [...]}), "start" (data: the TestResult dict of the test now running, not yet
     decided) and "result" (data: a TestResult dict), for a progress display.
+
+    With `shards` (test names, a list per judge), that many judges run at once, each its
+    share on CPUs of its own, and their results are merged in the suite's order; a test no
+    share names runs in the first. The events of all of them reach on_event (one
+    "collected", with every test).
     """
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-run-") as tmp:
-        cwd = workdir or Path(tmp) / "cwd"
-        cwd.mkdir(exist_ok=True)
         env = _judge_env(solution, module, test_timeout_s, max_examples, limits)
         if levels:
             env[plugin.ENV_LEVELS] = ",".join(str(lv) for lv in sorted(levels))
@@ -125,30 +130,146 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
             env[plugin.ENV_CALL_LIMITS] = json.dumps(call_limits)
         if support:
             env[plugin.ENV_SUPPORT] = os.pathsep.join(str(p.resolve()) for p in support)
-        state = _RunState(on_event, test_limits or {})
-        max_restarts = 1000
-        while max_restarts > 0:
-            max_restarts -= 1
-            cmd = _pytest_command(suite, seed, state.done_or_dead())
-            child = _spawn(cmd, env, cwd)
-            verdict = _watch(child, state, test_timeout_s, deadline=t0 + total_timeout_s)
+        run = functools.partial(_run_judge, suite, seed, test_timeout_s=test_timeout_s,
+                                deadline=t0 + total_timeout_s, total_timeout_s=total_timeout_s)
+        if not shards or len(shards) < 2:
+            cwd = workdir or Path(tmp) / "cwd"
+            cwd.mkdir(exist_ok=True)
+            state = _RunState(on_event, test_limits or {})
+            run(env, cwd, state)
+            states = [state]
+        else:
+            states = _run_shards(run, env, shards, workdir, Path(tmp), on_event, test_limits or {})
+        return _outcome(states, time.monotonic() - t0)
+
+
+def _run_judge(suite: Path, seed: int, env: dict[str, str], cwd: Path, state: "_RunState", *,
+               test_timeout_s: float, deadline: float, total_timeout_s: float,
+               cpus: set[int] | None = None, stop: "_Stop | None" = None) -> None:
+    """One judge on the suite until every test it has is decided: restarted past a test
+    that hung or crashed it."""
+    max_restarts = 1000
+    while max_restarts > 0 and not (stop is not None and stop.is_set()):
+        max_restarts -= 1
+        cmd = _pytest_command(suite, seed, state.done_or_dead())
+        child = _spawn(cmd, env, cwd, cpus)
+        if stop is not None:
+            stop.children.add(child)
+        try:
+            verdict = _watch(child, state, test_timeout_s, deadline=deadline)
+        finally:  # (an interrupt too: the judge runs in a session of its own)
             _kill(child)
-            state.absorb_output(child.output)
-            if verdict == "finished" or not state.remaining():
-                break
-            if verdict == "total_timeout":
-                state.fail_remaining(f"not run: the whole run passed its {total_timeout_s:g} s limit")
-                break
-            if state.tests is None:
-                raise GradingError(
-                    f"the suite {suite.name} could not be collected "
-                    f"({_exit_text(child.proc.returncode)})",
-                    hint="this is a bug in the grader, not in your code; run with --debug "
-                         "and report it\n" + bytes(child.output.head).decode(errors="replace")[-2000:])
-        return RunOutcome(tests=state.ordered(), duration_s=time.monotonic() - t0,
+            if stop is not None:
+                stop.children.discard(child)
+        state.absorb_output(child.output)
+        if verdict == "finished" or not state.remaining():
+            break
+        if verdict == "total_timeout":
+            state.fail_remaining(f"not run: the whole run passed its {total_timeout_s:g} s limit")
+            break
+        if state.tests is None:
+            raise GradingError(
+                f"the suite {suite.name} could not be collected "
+                f"({_exit_text(child.proc.returncode)})",
+                hint="this is a bug in the grader, not in your code; run with --debug "
+                     "and report it\n" + bytes(child.output.head).decode(errors="replace")[-2000:])
+
+
+def _run_shards(run: Callable[..., None], env: dict[str, str], shards: list[list[str]],
+                workdir: Path | None, tmp: Path, on_event: Callable[[str, dict[str, Any]], None] | None,
+                test_limits: dict[str, float]) -> list["_RunState"]:
+    """Each share in a judge of its own, on its own thread here; every judge's state."""
+    lock = threading.Lock()
+    collected = [False]
+
+    def events(kind: str, data: dict[str, Any]) -> None:
+        with lock:
+            if kind == "collected":
+                if collected[0]:
+                    return
+                collected[0] = True
+            if on_event is not None:
+                on_event(kind, data)
+
+    cpus = _cpu_shares(len(shards))
+    stop = _Stop()
+    named = [name for share in shards[1:] for name in share]
+    states, errors, threads = [], [], []
+    for i, share in enumerate(shards):
+        spec = {"drop": named} if i == 0 else {"keep": list(share)}
+        cwd = workdir or tmp / f"cwd{i}"
+        cwd.mkdir(exist_ok=True)
+        state = _RunState(events, test_limits)
+        states.append(state)
+
+        # Each judge and its worker take turns on CPUs of their own (a lone judge's plan,
+        # grader/engine/cpus.py, then works within them).
+        def work(state: _RunState = state, env: dict[str, str] = {**env, plugin.ENV_SHARD: json.dumps(spec)},
+                 cwd: Path = cwd, cpus: set[int] | None = cpus[i] if cpus else None) -> None:
+            try:
+                run(env, cwd, state, cpus=cpus, stop=stop)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                errors.append(exc)
+
+        threads.append(threading.Thread(target=work, daemon=True, name=f"kata-judge-{i}"))
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            thread.join()
+    except BaseException:  # Ctrl-C: no judge outlives the grading
+        stop.set()
+        for child in list(stop.children):
+            _kill(child)
+        raise
+    if errors:
+        raise errors[0]
+    return states
+
+
+class _Stop(threading.Event):
+    """Set when a split grading is abandoned: its judges are not restarted, and the live
+    ones (`children`) are killed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.children: set[_Child] = set()
+
+
+def _cpu_shares(n: int) -> list[set[int]] | None:
+    """The CPUs this process may use, dealt out to `n` judges (None when there are fewer
+    CPUs than judges: the kernel places them)."""
+    try:
+        allowed = sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    if len(allowed) < n:
+        return None
+    return [set(allowed[i::n]) for i in range(n)]
+
+
+def _outcome(states: list["_RunState"], duration_s: float) -> RunOutcome:
+    """One outcome from every judge's state: the tests in the suite's order."""
+    if len(states) == 1:
+        state = states[0]
+        return RunOutcome(tests=state.ordered(), duration_s=duration_s,
                           import_error=state.import_error, notes=state.notes,
                           output_head=state.output_head, output_bytes=state.output_bytes,
                           contained=state.contained)
+    by_id: dict[str, TestResult] = {}
+    for state in states:
+        by_id.update(state.tests or {})
+    order = next((s.order for s in states if s.order), [])
+    tests = [by_id.pop(n) for n in order if n in by_id] + list(by_id.values())
+    notes: list[str] = []
+    for state in states:
+        notes += [n for n in state.notes if n not in notes]
+    contained = [s.contained for s in states if s.contained is not None]
+    return RunOutcome(tests=tests, duration_s=duration_s,
+                      import_error=next((s.import_error for s in states if s.import_error), None),
+                      notes=notes, output_head="".join(s.output_head for s in states)[:_MAX_OUTPUT_KEPT],
+                      output_bytes=sum(s.output_bytes for s in states),
+                      contained=all(contained) if contained else None)
 
 
 class _RunState:
@@ -157,6 +278,7 @@ class _RunState:
         self.on_event = on_event or (lambda kind, data: None)
         self.test_limits = test_limits
         self.tests: dict[str, TestResult] | None = None
+        self.order: list[str] = []  # every test of the suite (a split grading's judge runs some)
         self.done: set[str] = set()
         self.current: str | None = None
         self.current_started = 0.0
@@ -173,7 +295,9 @@ class _RunState:
         kind = event.get("event")
         if kind == "collected" and self.tests is None:
             self.tests = {t["nodeid"]: TestResult(**t) for t in event["tests"]}
-            self.on_event("collected", {"tests": event["tests"]})
+            every = event.get("all") if isinstance(event.get("all"), list) else event["tests"]
+            self.order = [str(t.get("nodeid")) for t in every if isinstance(t, dict)]
+            self.on_event("collected", {"tests": every})
         elif kind == "worker":
             self.contained = bool(event.get("contained"))
             self.notes.extend(str(n)[:500] for n in event.get("notes", [])[:5])
@@ -365,7 +489,7 @@ def _child_pythonpath(inherited: str | None) -> str:
     return os.pathsep.join(entries)
 
 
-def _spawn(cmd: list[str], env: dict[str, str], cwd: Path) -> _Child:
+def _spawn(cmd: list[str], env: dict[str, str], cwd: Path, cpus: set[int] | None = None) -> _Child:
     read_fd, write_fd = os.pipe()
     env = {**env, plugin.ENV_RESULTS_FD: str(write_fd)}
     try:
@@ -374,6 +498,13 @@ def _spawn(cmd: list[str], env: dict[str, str], cwd: Path) -> _Child:
                                 start_new_session=True, pass_fds=(write_fd,))
     finally:
         os.close(write_fd)
+    if cpus:
+        # As soon as it runs, before the judge starts its worker, which inherits its CPUs
+        # (and so does every thread either makes later).
+        try:
+            os.sched_setaffinity(proc.pid, cpus)
+        except OSError:
+            pass  # it only costs speed
     sink = _OutputSink(proc.stdout)
     sink.start()
     events = _EventReader(read_fd)

@@ -122,8 +122,23 @@ def _base_env() -> dict[str, str]:
 
 
 def _rlimits(limits: Limits, with_seccomp: bool) -> Callable[[], None]:
+    judge = os.getpid()
+
     def apply() -> None:
         import resource
+
+        # The worker dies with the judge, even when the judge is SIGKILLed (a hang past its
+        # limit, the run's total limit): it runs in a session of its own, which the
+        # runner's kill of the judge's process group does not reach. bwrap has
+        # --die-with-parent for this; a plain worker asks the kernel itself.
+        if sys.platform.startswith("linux"):
+            import ctypes
+            import signal
+
+            PR_SET_PDEATHSIG = 1
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+            if os.getppid() != judge:  # the judge died before that took effect
+                os._exit(1)
 
         def cap(kind: int, value: int) -> None:
             soft, hard = resource.getrlimit(kind)

@@ -25,7 +25,10 @@ FACTOR = 15.0       # a correct but plain-Python solution may be this much slowe
 SLACK_S = 1.0
 CALL_FLOOR_S = 2.0  # no single call is cut sooner: a worker's start is not in it, a slow machine is
 CALL_FACTOR = 20.0  # a call may take this many times the reference's longest call in the test
-FORMAT = "v2"       # cache entries: {test name: [test seconds, longest call seconds]}
+FORMAT = "v3"       # cache entries: {test name: [test seconds, longest call seconds, level]}
+# A grading is split over two judges only when the reference's tests that run take this long
+# in all: below it, a second judge's and worker's start costs more than it saves.
+MIN_SHARDED_S = 2.0
 ENV_CACHE = "KATA_CACHE"
 
 
@@ -59,7 +62,8 @@ def limits_for(timings: dict[str, list[float]], ceiling_s: float
     the reference's longest call in that test + slack, at least CALL_FLOOR_S, and only where
     that is below the test's limit."""
     tests, calls = {}, {}
-    for name, (seconds, longest_call) in timings.items():
+    for name, timing in timings.items():
+        seconds, longest_call = timing[0], timing[1]
         tests[name] = round(min(max(FLOOR_S, FACTOR * seconds + SLACK_S), ceiling_s), 1)
         call = round(max(CALL_FLOOR_S, CALL_FACTOR * longest_call + SLACK_S), 1)
         if longest_call > 0 and call < tests[name]:
@@ -67,9 +71,35 @@ def limits_for(timings: dict[str, list[float]], ceiling_s: float
     return tests, calls
 
 
+def shards_for(durations: dict[str, list[float]] | None, jobs: int,
+               levels: set[int] | None = None) -> list[list[str]] | None:
+    """The tests (names) each of `jobs` judges runs, from the reference's times: within each
+    level, longest first, to the judge with the least work so far (a level filter then still
+    splits evenly). None when one judge is better: one job, or too little work to split.
+
+    Which judge runs a test does not change what it sees: each test starts from its own seed
+    (the plugin's per-test seeding), whatever ran before it."""
+    if jobs < 2 or not durations:
+        return None
+    chosen = {name: t for name, t in durations.items()
+              if len(t) > 2 and (not levels or int(t[2]) in levels)}
+    if len(chosen) < 2 or sum(t[0] for t in chosen.values()) < MIN_SHARDED_S:
+        return None
+    shards: list[list[str]] = [[] for _ in range(jobs)]
+    load = [0.0] * jobs
+    for level in sorted({int(t[2]) for t in chosen.values()}):
+        for name, t in sorted(((n, t) for n, t in chosen.items() if int(t[2]) == level),
+                              key=lambda nt: (-nt[1][0], nt[0])):
+            i = load.index(min(load))
+            shards[i].append(name)
+            load[i] += t[0]
+    shards = [s for s in shards if s]
+    return shards if len(shards) > 1 else None
+
+
 def cached_durations(slug: str, suite: Path,
                      measure: Callable[[], dict[str, list[float]]]) -> dict[str, list[float]] | None:
-    """The reference's [seconds, longest call's seconds] per test for this kata, suite
+    """The reference's [seconds, longest call's seconds, level] per test for this kata, suite
     version and machine; measured with `measure()` (grading the reference) the first time.
     None when it cannot be had."""
     key = f"{FORMAT}:{slug}:{suite_digest(suite)}:{machine_key()}"
@@ -80,7 +110,7 @@ def cached_durations(slug: str, suite: Path,
         data = {}
     if isinstance(data.get(key), dict):
         try:
-            return {str(k): [float(v[0]), float(v[1])] for k, v in data[key].items()}
+            return {str(k): [float(v[0]), float(v[1]), float(v[2])] for k, v in data[key].items()}
         except (TypeError, ValueError, IndexError):
             pass  # a damaged entry is measured again
     try:
