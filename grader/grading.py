@@ -78,8 +78,8 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
         test_limits, call_limits, durations = _reference_limits(kata, suite, timeout, on_event) or (None, None, None)
     # A kata's own suite splits as its kata.toml allows; a private suite or the examples run
     # in one judge. An explicit `jobs` is taken as it is.
-    jobs = jobs if jobs is not None else min(grading_jobs(), kata.judges if suite == kata.suite_path else 1)
-    shards = time_limits.shards_for(durations, grading_jobs(jobs), levels)
+    jobs = grading_jobs(jobs) if jobs is not None else min(grading_jobs(), kata.judges if suite == kata.suite_path else 1)
+    shards = time_limits.shards_for(durations, jobs, levels)
     outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,

@@ -359,22 +359,25 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     wanted = os.environ.get(ENV_LEVELS)
     if wanted:
         levels = {int(x) for x in wanted.split(",") if x.strip()}
-        dropped = [item for item in items if _metadata(item)["level"] not in levels]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if _metadata(item)["level"] in levels]
+        _keep_only(config, items, lambda item: _metadata(item)["level"] in levels)
     shard = _shard()
     if shard is None:
         _stream.write(event="collected", tests=[_metadata(item) for item in items])
         return
     every = [_metadata(item) for item in items]
     keep, names = shard
-    dropped = [item for item in items if (item.name in names) != keep]
+    _keep_only(config, items, lambda item: (item.name in names) == keep)
+    # The parent merges the judges' results in the suite's order, and shows every test.
+    ours = {item.nodeid for item in items}
+    _stream.write(event="collected", tests=[m for m in every if m["nodeid"] in ours], all=every)
+
+
+def _keep_only(config: pytest.Config, items: list[pytest.Item], wanted: Any) -> None:
+    """Deselect, in place, the items for which wanted(item) is false."""
+    dropped = [item for item in items if not wanted(item)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [item for item in items if (item.name in names) == keep]
-    # The parent merges the judges' results in the suite's order, and shows every test.
-    _stream.write(event="collected", tests=[_metadata(item) for item in items], all=every)
+        items[:] = [item for item in items if wanted(item)]
 
 
 def _shard() -> tuple[bool, frozenset[str]] | None:

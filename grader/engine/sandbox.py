@@ -129,8 +129,8 @@ def _rlimits(limits: Limits, with_seccomp: bool) -> Callable[[], None]:
 
         # The worker dies with the judge, even when the judge is SIGKILLed (a hang past its
         # limit, the run's total limit): it runs in a session of its own, which the
-        # runner's kill of the judge's process group does not reach. bwrap has
-        # --die-with-parent for this; a plain worker asks the kernel itself.
+        # runner's kill of the judge's process group does not reach. A plain worker needs
+        # this; under bwrap (--die-with-parent) it applies to bwrap's own process.
         if sys.platform.startswith("linux"):
             import ctypes
             import signal

@@ -81,8 +81,7 @@ def shards_for(durations: dict[str, list[float]] | None, jobs: int,
     (the plugin's per-test seeding), whatever ran before it."""
     if jobs < 2 or not durations:
         return None
-    chosen = {name: t for name, t in durations.items()
-              if len(t) > 2 and (not levels or int(t[2]) in levels)}
+    chosen = {name: t for name, t in durations.items() if not levels or int(t[2]) in levels}
     if len(chosen) < 2 or sum(t[0] for t in chosen.values()) < MIN_SHARDED_S:
         return None
     shards: list[list[str]] = [[] for _ in range(jobs)]
