@@ -295,6 +295,7 @@ def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objec
         "test_call_then_read_is_a_call_then_its_reads": (True, ""),
         "test_plain_reads_cross_as_copies": (True, ""),
         "test_call_many_clones_tensor_arguments_and_copies_results": (True, ""),
+        "test_call_many_rows_cross_stacked": (True, ""),
         "test_backward_through_the_candidates_graph": (True, ""),
         "test_imports_are_frozen_out_of_garbage_collection": (True, ""),
         "test_tensors_cross_with_their_layout": (True, ""),

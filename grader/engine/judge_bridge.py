@@ -174,14 +174,64 @@ def call_many(fn: Any, calls: list[tuple[tuple, dict]], clone_args: bool = False
     call runs: a tensor passed to every call crosses once. Results are values: a list the
     candidate returns arrives as a copy, not as a shared object."""
     calls = [(tuple(args), tuple(dict(kwargs).items())) for args, kwargs in calls]
-    if clone_args and isinstance(fn, (RemoteObject, RemoteMethod)):
-        calls = _single_use_tensors_as_copies(calls)
     if isinstance(fn, RemoteMethod):
-        target = fn._obj._kata_bridge.request("getattr", fn._obj, fn._name)
-        return _typed(target._kata_bridge.request("call_many", target, calls, clone_args), list, "call_many")
+        fn = fn._obj._kata_bridge.request("getattr", fn._obj, fn._name)
     if isinstance(fn, RemoteObject):
-        return _typed(fn._kata_bridge.request("call_many", fn, calls, clone_args), list, "call_many")
+        bridge = fn._kata_bridge
+        rows = _as_rows(calls) if clone_args else None
+        if rows is not None:
+            got = bridge.request("call_rows", fn, *rows)
+        else:
+            if clone_args:
+                calls = _single_use_tensors_as_copies(calls)
+            got = bridge.request("call_many", fn, calls, clone_args)
+        if type(got) is not list or len(got) != len(calls):
+            raise TypeError("call_many: the worker's answer does not fit the calls")
+        return got
     return [fn(*(codec.clone_tensors(args) if clone_args else args), **dict(kwargs)) for args, kwargs in calls]
+
+
+def _as_rows(calls: list) -> tuple | None:
+    """(args, kwargs, columns, number of calls) when, with clone_args, the calls differ only
+    in one plain tensor per argument position, of one shape and dtype (a draft per call):
+    those tensors cross stacked, one tensor per position, and call i gets row i (a copy
+    of it, as clone_args gives). The arguments every call shares cross once, as a template.
+    None when the calls are not of that form (they cross as call_many's list)."""
+    torch = codec.torch_loaded()
+    if torch is None or len(calls) < 2:
+        return None
+    args0, kwargs0 = calls[0]
+    width = len(args0)
+    varies = [False] * width
+    for args, kwargs in calls:
+        if len(args) != width or len(kwargs) != len(kwargs0):
+            return None
+        for (key, value), (key0, value0) in zip(kwargs, kwargs0):
+            if value is not value0 or key != key0:
+                return None
+        for j in range(width):
+            if args[j] is not args0[j]:
+                varies[j] = True
+    columns = []
+    for j in range(width):
+        if not varies[j]:
+            continue
+        column = [args[j] for args, _ in calls]
+        if not all(_stackable(t, column[0], torch) for t in column):
+            return None
+        columns.append((j, codec.TensorCopy(torch.stack(column))))
+    if not columns:
+        return None
+    template = tuple(None if varies[j] else a for j, a in enumerate(args0))
+    return template, kwargs0, tuple(columns), len(calls)
+
+
+def _stackable(t: Any, first: Any, torch: Any) -> bool:
+    """Whether `t` can cross as a row of a stack and arrive as it would alone: a plain
+    strided tensor, with no autograd, in the layout a copy of it crosses in."""
+    return (type(t) is torch.Tensor and t.layout is torch.strided and not t.requires_grad
+            and t.shape == first.shape and t.dtype == first.dtype and t.device == first.device
+            and (t.dim() <= 1 or t.is_contiguous()) and not t.is_conj() and not t.is_neg())
 
 
 def _single_use_tensors_as_copies(calls: list) -> list:

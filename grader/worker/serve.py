@@ -406,8 +406,35 @@ def _call_many(ep: WorkerEndpoint, fn: Any, calls: list, clone_args: Any = False
     return out
 
 
+def _call_rows(ep: WorkerEndpoint, fn: Any, args: Any, kwargs: Any, columns: Any, n: Any) -> list:
+    """call_many for calls that differ only in one tensor per argument position: call i gets
+    `args` with row i of each column's tensor at its position (and, as with clone_args, its
+    own copy of every tensor among them)."""
+    torch = codec.torch_loaded()
+    if (torch is None or type(args) is not tuple or type(kwargs) is not tuple or type(n) is not int
+            or type(columns) is not tuple or not columns):
+        raise BridgeError("malformed call_rows request")
+    rows = []
+    for item in columns:
+        if (type(item) is not tuple or len(item) != 2 or type(item[0]) is not int
+                or not 0 <= item[0] < len(args) or not isinstance(item[1], torch.Tensor)
+                or item[1].dim() == 0 or item[1].shape[0] != n):
+            raise BridgeError("malformed call_rows column")
+        rows.append((item[0], item[1].unbind(0)))
+
+    def calls() -> Any:
+        template = list(args)
+        for i in range(n):
+            for j, column in rows:
+                template[j] = column[i]
+            yield tuple(template), kwargs
+
+    return _call_many(ep, fn, calls(), True)
+
+
 _OPS = {
     "call_many": _call_many,
+    "call_rows": _call_rows,
     "read_all": _read_all,
     "call_then_read": _call_then_read,
     "getattr": lambda ep, obj, name: getattr(obj, name),

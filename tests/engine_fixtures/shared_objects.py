@@ -101,3 +101,11 @@ def same(x):
 
 def add_tensors(a, b):
     return a + b
+
+
+def draw_after(row, weights, *, generator=None, offset=0):
+    """Changes its row in place, draws from the generator, and says what it was given."""
+    before = row.tolist()
+    row.mul_(-1)
+    drawn = int(torch.multinomial(weights, 1, generator=generator))
+    return [before, list(row.shape), list(row.stride()), row.dtype == torch.float64, drawn + offset]

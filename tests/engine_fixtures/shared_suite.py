@@ -154,6 +154,43 @@ def test_call_many_clones_tensor_arguments_and_copies_results(solution):
            got=len(bridge.registry.objects) - before)
 
 
+@kata_test(level=1, category="correctness", description="call_many: calls differing in one tensor each")
+def test_call_many_rows_cross_stacked(solution):
+    from grader.protocol import call_many
+
+    bridge, ops = solution._kata_bridge, []
+    request = bridge.request
+    bridge.request = lambda op, *args: (ops.append(op), request(op, *args))[1]
+    try:
+        drafts = torch.arange(12, dtype=torch.float64).reshape(2, 6).T  # rows are not contiguous
+        weights = torch.tensor([0.2, 0.3, 0.5])
+        g, mine = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+        got = call_many(solution.draw_after, [((d, weights), {"generator": g}) for d in drafts.unbind(0)],
+                        what="draw_after", clone_args=True)
+        want = [[d.tolist(), [2], [1], True, int(torch.multinomial(weights, 1, generator=mine))]
+                for d in drafts.unbind(0)]
+        expect(got == want and ops.count("call_rows") == 1 and "call_many" not in ops,
+               "calls that differ only in one tensor each cross as one stacked tensor: each "
+               "call gets its own copy of its row, laid out as alone, in one request",
+               expected=want, got=(got, ops))
+        expect(torch.equal(g.get_state(), mine.get_state()) and drafts[0, 0] == 0.0,
+               "the shared generator moved on as the calls drew; the rows are unchanged here")
+        # Shapes that differ, or a keyword that does: call_many's list, the same results.
+        ops.clear()
+        rows = [torch.ones(n) for n in (1, 2, 3)]
+        got = call_many(solution.draw_after, [((r, weights), {"offset": 10}) for r in rows],
+                        what="draw_after", clone_args=True)
+        offsets = call_many(solution.draw_after, [((rows[0], weights), {"offset": 10 * n}) for n in range(3)],
+                            what="draw_after", clone_args=True)
+        expect([r[0] for r in got] == [[1.0] * n for n in (1, 2, 3)] and [r[4] // 10 for r in got] == [1] * 3
+               and [r[4] // 10 for r in offsets] == [0, 1, 2] and rows[0].tolist() == [1.0]
+               and ops.count("call_many") == 2 and "call_rows" not in ops,
+               "calls of other forms cross as a list, each with its own arguments",
+               got=(got, offsets, ops))
+    finally:
+        del bridge.request
+
+
 @kata_test(level=1, category="correctness", description="backward through the candidate's graph")
 def test_backward_through_the_candidates_graph(solution):
     x = torch.tensor([1.0, -2.0, 3.0], requires_grad=True)
