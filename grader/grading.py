@@ -7,7 +7,7 @@ import hashlib
 import os
 import secrets
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from grader.catalog import Kata
 from grader.engine.limits import ResourceLimits
@@ -59,10 +59,12 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
           limits: ResourceLimits | None = None, test_timeout_s: float | None = None,
           total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, workdir: Path | None = None,
           levels: set[int] | None = None, per_test_limits: bool = True, jobs: int | None = None,
-          **extra: Any) -> Scorecard:
+          tests: Collection[str] | None = None, **extra: Any) -> Scorecard:
     """Grade `path` with the kata's hidden suite (or `suite`): a Scorecard, never an
     exception for anything the candidate's code does. `levels` runs only those levels'
-    tests (a mock interview's revealed levels; a corpus check up to a bug's level).
+    tests (a mock interview's revealed levels; a corpus check up to a bug's level); `tests`
+    (names) runs only those, within `levels` (a corpus check needs only the tests below a
+    bug's level and those meant to reject it: see test_levels).
 
     With `jobs` 2 (by default: where the kata's `judges` allows it and this process may use
     two CPUs, see grading_jobs), the tests are split over two judges, each with its worker
@@ -79,12 +81,14 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     # A kata's own suite splits as its kata.toml allows; a private suite or the examples run
     # in one judge. An explicit `jobs` is taken as it is.
     jobs = grading_jobs(jobs) if jobs is not None else min(grading_jobs(), kata.judges if suite == kata.suite_path else 1)
-    shards = time_limits.shards_for(durations, jobs, levels)
+    chosen = durations if tests is None or durations is None else {
+        name: t for name, t in durations.items() if name in tests}
+    shards = time_limits.shards_for(chosen, jobs, levels)
     outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
                         test_limits=test_limits, call_limits=call_limits, support=kata.support_paths,
-                        shards=shards)
+                        shards=shards, tests=tests)
     return build_scorecard(
         outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
         solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
@@ -111,6 +115,14 @@ def grading_jobs(jobs: int | None = None) -> int:
                 cpus = os.cpu_count() or 1
             jobs = 2 if cpus >= 2 else 1
     return max(1, min(int(jobs), 8))
+
+
+def test_levels(kata: Kata) -> dict[str, int] | None:
+    """Each test of the kata's hidden suite and its level, from the reference's times on
+    this machine (measured, by grading the reference, the first time); None when they
+    cannot be had."""
+    timed = _reference_limits(kata, kata.suite_path, DEFAULT_TEST_TIMEOUT_S)
+    return {name: int(t[2]) for name, t in timed[2].items()} if timed else None
 
 
 def _reference_limits(kata: Kata, suite: Path, ceiling_s: float,

@@ -90,8 +90,9 @@ def call_many(fn: Callable, calls: list[tuple[tuple, dict]], *, what: str,
     small calls a distribution test makes; NotImplementedError reads as in `call`. With
     clone_args, every call gets fresh copies of the tensors among its positional arguments
     (pass the same tensor to every call: it crosses once, and no call sees what an earlier
-    one did to it in place). A list a call returns is a copy: later changes to it are not
-    seen."""
+    one did to it in place; calls that differ only in one tensor per position, of one shape
+    and dtype, cross as one stacked tensor). A list a call returns is a copy: later changes
+    to it are not seen."""
     from grader.engine.judge_bridge import call_many as _call_many
 
     try:

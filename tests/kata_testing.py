@@ -28,7 +28,7 @@ from pathlib import Path
 
 from grader.catalog import REPO_ROOT, Kata, load_catalog
 from grader.engine.report import Scorecard
-from grader.grading import grade
+from grader.grading import grade, test_levels
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -133,11 +133,29 @@ def rejection_problem(slug: str, entry: BuggyEntry, card: Scorecard) -> str | No
 
 
 def assert_rejected_at_level(slug: str, entry: BuggyEntry, seed: int = SEED) -> Scorecard:
-    card = grade_file(slug, corpus_file(slug, entry.file), seed=seed,
-                      levels=frozenset(range(1, entry.level + 1)))
+    """Graded with the tests that decide the verdict: every test below the bug's level (none
+    may fail) and the tests meant to reject it. (Each test starts from its own random
+    state, so leaving the level's other tests out changes nothing these see.)"""
+    levels = frozenset(range(1, entry.level + 1))
+    card = grade(kata(slug), corpus_file(slug, entry.file), seed=seed, levels=set(levels),
+                 tests=deciding_tests(slug, entry))
     problem = rejection_problem(slug, entry, card)
     assert problem is None, problem
     return card
+
+
+def deciding_tests(slug: str, entry: BuggyEntry) -> frozenset[str] | None:
+    """The tests below the bug's level and its `rejected_by` (None: every test of its
+    levels, when the suite's tests and levels cannot be had)."""
+    levels = _test_levels(slug)
+    if levels is None:
+        return None
+    return frozenset(name for name, level in levels.items() if level < entry.level) | set(entry.rejected_by)
+
+
+@lru_cache(maxsize=None)
+def _test_levels(slug: str) -> dict[str, int] | None:
+    return test_levels(kata(slug))
 
 
 def assert_rejected_by(slug: str, name: str, expected_test: str, seed: int = SEED) -> Scorecard:

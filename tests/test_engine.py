@@ -297,6 +297,7 @@ def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objec
         "test_call_many_clones_tensor_arguments_and_copies_results": (True, ""),
         "test_call_many_rows_cross_stacked": (True, ""),
         "test_backward_through_the_candidates_graph": (True, ""),
+        "test_tensors_behind_dropped_results_are_released": (True, ""),
         "test_imports_are_frozen_out_of_garbage_collection": (True, ""),
         "test_tensors_cross_with_their_layout": (True, ""),
         "test_backward_leaves_other_gradients_alone": (True, "")}
@@ -433,6 +434,18 @@ def test_a_split_run_with_a_level_filter_or_a_broken_file():
     broken = _split([["test_a", "test_c"], ["test_b", "test_d"]], name="syntax_error")
     assert "syntax error at line 1" in broken.import_error
     assert len(broken.tests) == 4 and all(not t.passed and "syntax error" in t.message for t in broken.tests)
+
+
+def test_a_run_of_named_tests_alone_split_or_not():
+    events = []
+    alone = _split(tests={"test_b", "test_d", "test_unknown"}, levels={1, 2},
+                   on_event=lambda kind, data: events.append((kind, data)))
+    assert [t.name for t in alone.tests] == ["test_b", "test_d"]
+    assert [t.message for t in alone.tests] == [t.message for t in _split().tests[1::2]]
+    collected = [data for kind, data in events if kind == "collected"]
+    assert [[t["name"] for t in c["tests"]] for c in collected] == [["test_b", "test_d"]]
+    split = _split([["test_a"], ["test_c"]], tests={"test_a", "test_c", "test_d"}, levels={2})
+    assert [t.name for t in split.tests] == ["test_c", "test_d"]
 
 
 def test_shards_balance_each_level_by_the_references_times():

@@ -207,3 +207,18 @@ def test_every_corpus_file_is_checked_by_the_katas_tests(kata):
     unchecked = [p.name for p in corpus if p.name not in tests_source]
     assert not unchecked, f"corpus files no test grades: {unchecked}"
     assert {p.name.split("_")[0] for p in corpus} <= {"buggy", "correct"}
+
+
+def test_a_corpus_check_grades_only_the_tests_that_decide_it():
+    """A bug of level L is graded with every test below L (none may fail) and the level-L
+    tests meant to reject it: the level's other tests are left out."""
+    from tests.kata_testing import _test_levels, assert_rejected_at_level, deciding_tests
+
+    levels = _test_levels("kv-budget")
+    entry = next(e for e in corpus_manifest("kv-budget").buggy
+                 if e.level > 1 and sum(lv == e.level for lv in levels.values()) > len(e.rejected_by))
+    card = assert_rejected_at_level("kv-budget", entry)
+    ran = {t.name for t in card.tests}
+    assert ran == deciding_tests("kv-budget", entry)
+    assert ran == {n for n, lv in levels.items() if lv < entry.level} | set(entry.rejected_by)
+    assert {n for n, lv in levels.items() if lv == entry.level} - ran  # some were left out

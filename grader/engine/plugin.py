@@ -54,6 +54,7 @@ ENV_LEVELS = "KATA_LEVELS"  # comma-separated levels to run (default: all)
 ENV_SUPPORT = "KATA_SUPPORT"  # the kata's support files (os.pathsep-separated paths)
 # One judge's share of a split grading: JSON {"keep": [test names]} or {"drop": [names]}.
 ENV_SHARD = "KATA_SHARD"
+ENV_TESTS = "KATA_TESTS"  # a JSON list of test names: run only those
 ENV_MEMORY = "KATA_WORKER_MEMORY_BYTES"
 ENV_CPU = "KATA_WORKER_CPU_SECONDS"
 ENV_FILE = "KATA_WORKER_FILE_BYTES"
@@ -360,6 +361,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if wanted:
         levels = {int(x) for x in wanted.split(",") if x.strip()}
         _keep_only(config, items, lambda item: _metadata(item)["level"] in levels)
+    only = os.environ.get(ENV_TESTS)
+    if only:
+        names = frozenset(str(n) for n in json.loads(only))
+        _keep_only(config, items, lambda item: item.name in names)
     shard = _shard()
     if shard is None:
         _stream.write(event="collected", tests=[_metadata(item) for item in items])

@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from grader.catalog import checkout_root
 from grader.engine import plugin
@@ -107,7 +107,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               test_limits: dict[str, float] | None = None,
               call_limits: dict[str, float] | None = None,
               support: tuple[Path, ...] = (),
-              shards: list[list[str]] | None = None) -> RunOutcome:
+              shards: list[list[str]] | None = None,
+              tests: Collection[str] | None = None) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
     on_event(kind, data) is called, as the judge reports them, with "collected" (data:
@@ -117,13 +118,16 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
     With `shards` (test names, a list per judge), that many judges run at once, each its
     share on CPUs of its own, and their results are merged in the suite's order; a test no
     share names runs in the first. The events of all of them reach on_event (one
-    "collected", with every test).
+    "collected", with every test). With `tests` (names), only those tests run (within
+    `levels`); the others are not reported.
     """
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-run-") as tmp:
         env = _judge_env(solution, module, test_timeout_s, max_examples, limits)
         if levels:
             env[plugin.ENV_LEVELS] = ",".join(str(lv) for lv in sorted(levels))
+        if tests is not None:
+            env[plugin.ENV_TESTS] = json.dumps(sorted(tests))
         if test_limits:
             env[plugin.ENV_TEST_LIMITS] = json.dumps(test_limits)
         if call_limits:

@@ -210,8 +210,20 @@ class Registry:
             elif collect_garbage and sys.getrefcount(obj) <= 3:
                 dead.append(sid)
             del obj
-        for sid in dead:
-            self.drop(sid)
+        freed = dead
+        while freed:
+            for sid in freed:
+                self.drop(sid)
+            # What a dropped object held may now be held by the registry alone: a tensor the
+            # candidate's result was computed from, kept by that result's gradient node
+            # (which every later result would otherwise take as an input again).
+            freed = []
+            for sid in list(objects):
+                obj = objects[sid]
+                if sys.getrefcount(obj) <= 3 and sid not in changed:
+                    freed.append(sid)
+                del obj
+            dead.extend(freed)
         return changed, dead
 
 

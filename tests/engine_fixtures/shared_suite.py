@@ -206,6 +206,26 @@ def test_backward_through_the_candidates_graph(solution):
     expect(not solution.loaded("sympy"), "a backward with a gradient loads no sympy in the worker")
 
 
+@kata_test(level=1, category="correctness", description="tensors behind dropped results are released")
+def test_tensors_behind_dropped_results_are_released(solution):
+    # Each result's gradient node holds the judge tensors that require grad: once the
+    # result is dropped they are garbage too, and must not be taken by the next result's
+    # node (every example of a test would otherwise keep its tensors, and each later
+    # message would check them all for changes, on both sides).
+    bridge = solution._kata_bridge
+    sizes = []
+    for n in range(12):  # two results alive at once, as when a test compares two runs
+        xs = [torch.full((3,), float(n + k), requires_grad=True) for k in (0, 1)]
+        ys = [solution.cube(x) for x in xs]
+        for x, y in zip(xs, ys):
+            y.sum().backward()
+            expect(torch.equal(x.grad, 3 * x.detach() ** 2), "the gradient still arrives", got=x.grad)
+        del xs, ys, x, y  # (the next result is made before a second look at the registry)
+        sizes.append(len(bridge.registry.objects))
+    expect(max(sizes[4:]) <= max(sizes[:4]), "the shared objects do not pile up from one step to "
+           "the next", expected=f"at most {max(sizes[:4])}", got=sizes)
+
+
 @kata_test(level=1, category="correctness", description="what the imports made is frozen out of collections")
 def test_imports_are_frozen_out_of_garbage_collection(solution):
     # A full collection walks every object there is: torch's alone made them cost 0.1-0.5 s
