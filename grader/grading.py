@@ -81,9 +81,7 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     # A kata's own suite splits as its kata.toml allows; a private suite or the examples run
     # in one judge. An explicit `jobs` is taken as it is.
     jobs = grading_jobs(jobs) if jobs is not None else min(grading_jobs(), kata.judges if suite == kata.suite_path else 1)
-    chosen = durations if tests is None or durations is None else {
-        name: t for name, t in durations.items() if name in tests}
-    shards = time_limits.shards_for(chosen, jobs, levels)
+    shards = time_limits.shards_for(durations, jobs, levels, tests)
     outcome = run_suite(suite, path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,

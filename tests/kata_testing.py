@@ -47,8 +47,8 @@ def kata(slug: str) -> Kata:
 
 
 def grade_file(slug: str, path: Path | str, seed: int = SEED,
-               levels: frozenset[int] | None = None) -> Scorecard:
-    return grade(kata(slug), Path(path), seed=seed, levels=set(levels) if levels else None)
+               levels: frozenset[int] | None = None, tests: frozenset[str] | None = None) -> Scorecard:
+    return grade(kata(slug), Path(path), seed=seed, levels=set(levels) if levels else None, tests=tests)
 
 
 def corpus_file(slug: str, name: str) -> Path:
@@ -136,9 +136,8 @@ def assert_rejected_at_level(slug: str, entry: BuggyEntry, seed: int = SEED) -> 
     """Graded with the tests that decide the verdict: every test below the bug's level (none
     may fail) and the tests meant to reject it. (Each test starts from its own random
     state, so leaving the level's other tests out changes nothing these see.)"""
-    levels = frozenset(range(1, entry.level + 1))
-    card = grade(kata(slug), corpus_file(slug, entry.file), seed=seed, levels=set(levels),
-                 tests=deciding_tests(slug, entry))
+    card = grade_file(slug, corpus_file(slug, entry.file), seed=seed,
+                      levels=frozenset(range(1, entry.level + 1)), tests=deciding_tests(slug, entry))
     problem = rejection_problem(slug, entry, card)
     assert problem is None, problem
     return card

@@ -459,6 +459,8 @@ def test_shards_balance_each_level_by_the_references_times():
     assert shards_for(durations, 2, levels={2}) is None  # 0.9 s of work: not worth a second judge
     assert shards_for({**durations, "g": [2.0, 0.1, 2]}, 2, levels={2}) == [["g"], ["d", "e"]]
     assert shards_for({"a": [3.0, 0.1, 1]}, 2) is None  # one test
+    assert shards_for(durations, 2, tests={"a", "c", "x"}) == [["a"], ["c"]]
+    assert shards_for(durations, 2, tests={"c", "d"}) is None  # 1.5 s: not worth it
 
 
 def test_the_number_of_judges_comes_from_the_argument_the_environment_or_the_cpus(monkeypatch):

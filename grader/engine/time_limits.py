@@ -18,7 +18,7 @@ import platform
 import sys
 import tempfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Collection
 
 FLOOR_S = 3.0       # no test gets less: a worker start and hypothesis's own work fit in it
 FACTOR = 15.0       # a correct but plain-Python solution may be this much slower
@@ -72,16 +72,18 @@ def limits_for(timings: dict[str, list[float]], ceiling_s: float
 
 
 def shards_for(durations: dict[str, list[float]] | None, jobs: int,
-               levels: set[int] | None = None) -> list[list[str]] | None:
+               levels: set[int] | None = None, tests: Collection[str] | None = None) -> list[list[str]] | None:
     """The tests (names) each of `jobs` judges runs, from the reference's times: within each
     level, longest first, to the judge with the least work so far (a level filter then still
-    splits evenly). None when one judge is better: one job, or too little work to split.
+    splits evenly; so does a `tests` filter, of names). None when one judge is better: one
+    job, or too little work to split.
 
     Which judge runs a test does not change what it sees: each test starts from its own seed
     (the plugin's per-test seeding), whatever ran before it."""
     if jobs < 2 or not durations:
         return None
-    chosen = {name: t for name, t in durations.items() if not levels or int(t[2]) in levels}
+    chosen = {name: t for name, t in durations.items()
+              if (not levels or int(t[2]) in levels) and (tests is None or name in tests)}
     if len(chosen) < 2 or sum(t[0] for t in chosen.values()) < MIN_SHARDED_S:
         return None
     shards: list[list[str]] = [[] for _ in range(jobs)]
