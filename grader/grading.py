@@ -137,7 +137,8 @@ def _reference_limits(kata: Kata, suite: Path, ceiling_s: float,
             raise RuntimeError("the reference does not pass this suite")
         return {t.name: [t.duration_s, t.longest_call_s, t.level] for t in outcome.tests}
 
-    durations = time_limits.cached_durations(kata.slug, suite, measure)
+    durations = time_limits.cached_durations(kata.slug, suite, measure,
+                                             timed=(kata.reference_path, *kata.support_paths))
     return (*time_limits.limits_for(durations, ceiling_s), durations) if durations else None
 
 

@@ -248,6 +248,32 @@ def test_the_reference_timings_record_each_tests_longest_call_without_the_import
     assert call_limits == {"quick": CALL_FLOOR_S, "long": CALL_FLOOR_S, "one slow call": 21.0}
 
 
+def test_the_reference_is_timed_again_when_it_or_its_suite_changes(tmp_path, monkeypatch):
+    """The cached timings are per suite version and reference version: a faster or slower
+    reference must not be graded against the times of the old one."""
+    from grader.engine import time_limits
+
+    monkeypatch.setenv(time_limits.ENV_CACHE, str(tmp_path / "cache"))
+    suite, reference = tmp_path / "suite.py", tmp_path / "reference.py"
+    suite.write_text("def test_a(): pass\n")
+    reference.write_text("x = 1\n")
+    measured = []
+
+    def timings() -> dict:
+        measured.append(1)
+        return {"test_a": [0.1 * len(measured), 0.01, 1.0]}
+
+    def cached() -> dict:
+        return time_limits.cached_durations("toy", suite, timings, timed=(reference,))
+
+    assert cached() == cached() == {"test_a": [0.1, 0.01, 1.0]} and len(measured) == 1
+    reference.write_text("x = 2\n")
+    assert cached()["test_a"][0] == 0.2 and len(measured) == 2
+    suite.write_text("def test_a(): assert True\n")
+    assert cached()["test_a"][0] == pytest.approx(0.3) and len(measured) == 3
+    assert cached()["test_a"][0] == pytest.approx(0.3) and len(measured) == 3
+
+
 def test_efficiency_is_measured_where_the_candidates_code_runs():
     """Op counts and times of the candidate's calls are taken in the worker and added to the
     judge's measurement: a loop over elements and an O(n) call are both caught, and the

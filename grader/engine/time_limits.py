@@ -41,13 +41,14 @@ def cache_dir() -> Path:
     return Path(user_cache_dir("kata", appauthor=False))
 
 
-def suite_digest(suite: Path) -> str:
-    """A hash of the suite's files (a new suite version is timed again)."""
+def suite_digest(suite: Path, *timed: Path) -> str:
+    """A hash of the suite's files and of the `timed` files (the reference and what it
+    imports): a new suite or reference version is timed again."""
     h = hashlib.sha256()
     files = sorted(suite.rglob("*.py")) if suite.is_dir() else [suite]
-    for path in files:
+    for path in [*files, *timed]:
         h.update(path.name.encode())
-        h.update(path.read_bytes())
+        h.update(path.read_bytes() if path.is_file() else b"")
     return h.hexdigest()[:16]
 
 
@@ -98,12 +99,12 @@ def shards_for(durations: dict[str, list[float]] | None, jobs: int,
     return shards if len(shards) > 1 else None
 
 
-def cached_durations(slug: str, suite: Path,
-                     measure: Callable[[], dict[str, list[float]]]) -> dict[str, list[float]] | None:
+def cached_durations(slug: str, suite: Path, measure: Callable[[], dict[str, list[float]]],
+                     timed: tuple[Path, ...] = ()) -> dict[str, list[float]] | None:
     """The reference's [seconds, longest call's seconds, level] per test for this kata, suite
-    version and machine; measured with `measure()` (grading the reference) the first time.
-    None when it cannot be had."""
-    key = f"{FORMAT}:{slug}:{suite_digest(suite)}:{machine_key()}"
+    version, reference version (the `timed` files) and machine; measured with `measure()`
+    (grading the reference) the first time. None when it cannot be had."""
+    key = f"{FORMAT}:{slug}:{suite_digest(suite, *timed)}:{machine_key()}"
     path = cache_dir() / "reference-timings.json"
     try:
         data = json.loads(path.read_text()) if path.is_file() else {}
