@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection
 
 from grader.catalog import checkout_root
-from grader.engine import plugin
+from grader.engine import plugin, zygote
 from grader.engine.limits import ResourceLimits
 from grader.errors import GradingError
 
@@ -73,7 +73,7 @@ class RunOutcome:
 
 @dataclass(eq=False)  # by identity: a split grading keeps its live judges in a set
 class _Child:
-    proc: subprocess.Popen
+    proc: "subprocess.Popen | zygote.ZygoteChild"
     output: "_OutputSink"
     events: "_EventReader"
     started_at: float
@@ -497,12 +497,14 @@ def _spawn(cmd: list[str], env: dict[str, str], cwd: Path, cpus: set[int] | None
     read_fd, write_fd = os.pipe()
     env = {**env, plugin.ENV_RESULTS_FD: str(write_fd)}
     try:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, pass_fds=(write_fd,))
+        # Forked from a zygote where this process asked for one (see zygote.py), else started.
+        forked = zygote.spawn_judge(cmd, env, str(cwd), write_fd, plugin.ENV_RESULTS_FD, cpus)
+        proc = forked or subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          start_new_session=True, pass_fds=(write_fd,))
     finally:
         os.close(write_fd)
-    if cpus:
+    if cpus and forked is None:
         # As soon as it runs, before the judge starts its worker, which inherits its CPUs
         # (and so does every thread either makes later).
         try:
