@@ -120,3 +120,16 @@ def test_a_judge_that_would_start_differently_is_started(fresh_zygote, monkeypat
     assert all(t.passed for t in _toy("good").values()) and len(calls) == 1
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")]))
     assert all(t.passed for t in _toy("good").values()) and len(calls) == 1  # started
+
+
+def test_many_gradings_forks_its_judges_and_closes_the_zygote_after(fresh_zygote, monkeypatch):
+    """A coach's review grades inside many_gradings(), without the environment variable."""
+    monkeypatch.delenv(zygote.ENV_ZYGOTE, raising=False)
+    assert all(t.passed for t in _toy("good").values()) and zygote._zygote is None
+    with zygote.many_gradings():
+        assert all(t.passed for t in _toy("good").values()) and _forked()
+        proc = zygote._zygote.proc
+        with zygote.many_gradings():  # nested: the outer block still needs it
+            assert all(t.passed for t in _toy("good").values())
+        assert zygote._zygote is not None
+    assert zygote._zygote is None and proc.poll() is not None  # closed, not left running

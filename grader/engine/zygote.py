@@ -3,8 +3,8 @@
 
 A judge started as ``python -m pytest`` spends about 2 s of CPU importing those before it
 runs a test, which is most of what a small grading costs. Where one process grades many
-files (the project's corpus checks), ``KATA_JUDGE_ZYGOTE=1`` has its runner start one zygote
-and fork every judge from it instead: the same command line, environment, working directory,
+files (a coach's review, see `many_gradings`; the project's corpus checks, with
+``KATA_JUDGE_ZYGOTE=1``) the runner starts one zygote and forks every judge from it instead: the same command line, environment, working directory,
 CPUs and pipes, in a session of its own, with nothing of a grading left in the zygote (it
 never runs a test, and never imports the grader's plugin, a suite, the reference or the
 candidate's code). A single ``kata grade`` does not use it: it would pay the zygote's start
@@ -17,6 +17,7 @@ as usual (see `startup_key`), and so is every grading once the zygote has failed
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import threading
 import traceback
-from typing import Any
+from typing import Any, Iterator
 
 ENV_ZYGOTE = "KATA_JUDGE_ZYGOTE"
 # What an interpreter reads at its start, and so must be the same in the zygote and the judge.
@@ -38,8 +39,30 @@ _PRELOAD = ("pytest", "hypothesis", "numpy", "torch")
 _MAX_REQUEST_BYTES = 16_000_000
 
 
+_uses = 0  # many_gradings() blocks now running
+
+
 def wanted() -> bool:
-    return os.environ.get(ENV_ZYGOTE, "").strip() == "1"
+    return _uses > 0 or os.environ.get(ENV_ZYGOTE, "").strip() == "1"
+
+
+@contextlib.contextmanager
+def many_gradings() -> Iterator[None]:
+    """Within it, this process's judges are forked from a zygote (a coach's review grades
+    every kata of every bundle); it is closed when the last such block ends."""
+    global _uses, _zygote
+    with _lock:
+        _uses += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _uses -= 1
+            done = _zygote if _uses == 0 and not wanted() else None
+            if done is not None:
+                _zygote = None
+        if done is not None:
+            done.close()
 
 
 def startup_key(env: dict[str, str]) -> tuple:
