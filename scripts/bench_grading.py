@@ -9,9 +9,7 @@ grading each kata's reference, and of a coach's review of one bundle with three 
 
 With --against REV, each grading runs in a fresh process, alternately from this checkout and
 from a worktree of REV (both warmed up first): the ratio of their medians is fair even when
-the machine's speed drifts, as a shared virtual machine's does by 20 % within the hour. The
-CPU seconds of each grading (its judges and workers included) are compared too: they move
-less with other load than wall time, though busy-waiting for an answer counts in them.
+the machine's speed drifts, as a shared virtual machine's does by 20 % within the hour.
 Every grading runs with Python's bytecode cache on, as on a user's machine (the script unsets
 PYTHONDONTWRITEBYTECODE).
 
@@ -79,16 +77,14 @@ def bench_failing(kata, passing_s: float, passing_cpu_s: float) -> None:
 
 
 _ONE_GRADING = """
-import resource, sys, time
+import sys, time
 sys.path.insert(0, sys.argv[1])
 from grader.catalog import load_catalog
 from grader.grading import grade
-def cpu():
-    return sum(u.ru_utime + u.ru_stime for u in map(resource.getrusage, (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)))
 kata = load_catalog().get(sys.argv[2])
-t0, c0 = time.perf_counter(), cpu()
+t0 = time.perf_counter()
 score = grade(kata, kata.reference_path, seed=int(sys.argv[3])).score
-print(time.perf_counter() - t0, cpu() - c0, score)
+print(time.perf_counter() - t0, score)
 """
 
 
@@ -101,12 +97,12 @@ def bench_against(rev: str, slugs: list[str], repeats: int) -> None:
         try:
             trees = {"old": old, "new": here}
 
-            def one(tree: Path, slug: str, seed: int) -> tuple[float, float, int]:
+            def one(tree: Path, slug: str, seed: int) -> tuple[float, int]:
                 env = {**os.environ, "PYTHONPATH": str(tree)}
                 out = subprocess.run([sys.executable, "-c", _ONE_GRADING, str(tree), slug, str(seed)],
                                      env=env, cwd=tmp, capture_output=True, text=True, check=True)
-                took, cpu, score = out.stdout.split()[-3:]
-                return float(took), float(cpu), int(score)
+                took, score = out.stdout.split()[-2:]
+                return float(took), int(score)
 
             catalog = load_catalog()
             for slug in slugs or sorted(catalog.katas):
@@ -116,17 +112,13 @@ def bench_against(rev: str, slugs: list[str], repeats: int) -> None:
                 for tree in trees.values():
                     one(tree, slug, 10_000)  # the reference's timings, measured once per machine
                 times: dict[str, list[float]] = {"old": [], "new": []}
-                cpus: dict[str, list[float]] = {"old": [], "new": []}
                 scores = {}
                 for seed in range(repeats):
                     for name, tree in trees.items():
-                        took, cpu, scores[name] = one(tree, slug, seed)
+                        took, scores[name] = one(tree, slug, seed)
                         times[name].append(took)
-                        cpus[name].append(cpu)
                 o, n = statistics.median(times["old"]), statistics.median(times["new"])
-                co, cn = statistics.median(cpus["old"]), statistics.median(cpus["new"])
                 print(f"{slug:10s} {rev[:10]} {o:6.2f} s  now {n:6.2f} s  ratio {n / o:4.2f}  "
-                      f"CPU {co:5.1f} s, {cn:5.1f} s: {cn / co:4.2f}  "
                       f"(scores {scores['old']}, {scores['new']}; n={repeats})", flush=True)
         finally:
             subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", str(old)], check=False)

@@ -22,6 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grader.catalog import load_catalog  # noqa: E402
+from grader.engine import zygote  # noqa: E402
 from tests.kata_testing import (corpus_file, corpus_manifest, failed_tests, grade_file,  # noqa: E402
                                 manifest_path, rejection_problem)
 
@@ -55,7 +56,7 @@ def sweep_kata(slug: str, seeds: list[int], jobs: int) -> list[dict]:
                 "ok": problem is None, "problem": problem, "score": card.score,
                 "failed": sorted(failed_tests(card)), "seconds": round(time.perf_counter() - t0, 2)}
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
+    with zygote.many_gradings(), ThreadPoolExecutor(max_workers=jobs) as pool:  # judges forked
         return list(pool.map(run, work))
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grader.catalog import load_catalog  # noqa: E402
+from grader.engine import zygote  # noqa: E402
 from grader.grading import grade  # noqa: E402
 
 _COMPARE_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
@@ -92,7 +93,7 @@ def main() -> None:
             path.write_text(mutant_source(source, index))
             return what, grade(kata, path, seed=args.seed, test_timeout_s=20).score
 
-        with ThreadPoolExecutor(args.jobs) as pool:
+        with zygote.many_gradings(), ThreadPoolExecutor(args.jobs) as pool:  # judges forked
             results = list(pool.map(run, sites))
     survivors = [what for what, score in results if score == 100]
     print(f"{kata.slug}: {len(results)} mutants, {len(results) - len(survivors)} killed, "
