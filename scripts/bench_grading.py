@@ -118,8 +118,12 @@ def bench_against(rev: str, slugs: list[str], repeats: int) -> None:
                         took, scores[name] = one(tree, slug, seed)
                         times[name].append(took)
                 o, n = statistics.median(times["old"]), statistics.median(times["new"])
+                # Each seed's two gradings ran back to back: the median of their ratios
+                # follows the machine's drift more closely than the ratio of the medians.
+                paired = statistics.median(b / a for a, b in zip(times["old"], times["new"]))
                 print(f"{slug:10s} {rev[:10]} {o:6.2f} s  now {n:6.2f} s  ratio {n / o:4.2f}  "
-                      f"(scores {scores['old']}, {scores['new']}; n={repeats})", flush=True)
+                      f"paired {paired:4.2f}  (scores {scores['old']}, {scores['new']}; n={repeats})",
+                      flush=True)
         finally:
             subprocess.run(["git", "-C", str(here), "worktree", "remove", "--force", str(old)], check=False)
 
