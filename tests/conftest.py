@@ -19,10 +19,12 @@ def judge_zygote(request, monkeypatch):
     judges are forked from a zygote that has imported torch, hypothesis and pytest once
     (grader/engine/zygote.py), about 1.5 s of CPU less per grading. Every other test, and a
     user's `kata grade`, starts its judges as usual."""
+    from grader.engine.zygote import ENV_ZYGOTE
+
     if request.node.path.name.startswith("test_kata"):
-        monkeypatch.setenv("KATA_JUDGE_ZYGOTE", "1")
+        monkeypatch.setenv(ENV_ZYGOTE, "1")
     else:
-        monkeypatch.delenv("KATA_JUDGE_ZYGOTE", raising=False)
+        monkeypatch.delenv(ENV_ZYGOTE, raising=False)
 
 
 @pytest.fixture(autouse=True)

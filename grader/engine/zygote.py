@@ -4,8 +4,8 @@
 A judge started as ``python -m pytest`` spends about 2 s of CPU importing those before it
 runs a test, which is most of what a small grading costs. Where one process grades many
 files (a coach's review, see `many_gradings`; the project's corpus checks, with
-``KATA_JUDGE_ZYGOTE=1``) the runner starts one zygote and forks every judge from it instead: the same command line, environment, working directory,
-CPUs and pipes, in a session of its own, with nothing of a grading left in the zygote (it
+``KATA_JUDGE_ZYGOTE=1``) the runner starts one zygote and forks every judge from it instead:
+the same command line, environment, working directory, CPUs and pipes, in a session of its own, with nothing of a grading left in the zygote (it
 never runs a test, and never imports the grader's plugin, a suite, the reference or the
 candidate's code). A single ``kata grade`` does not use it: it would pay the zygote's start
 for one judge.
@@ -38,8 +38,10 @@ STARTUP_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONSAFEPATH", "PYTHONDONTWRIT
 _PRELOAD = ("pytest", "hypothesis", "numpy", "torch")
 _MAX_REQUEST_BYTES = 16_000_000
 
-
+_zygote: "Zygote | None" = None  # this process's, started on first use
+_failed = False  # once it has failed, judges are started as usual
 _uses = 0  # many_gradings() blocks now running
+_lock = threading.Lock()
 
 
 def wanted() -> bool:
@@ -58,7 +60,7 @@ def many_gradings() -> Iterator[None]:
     finally:
         with _lock:
             _uses -= 1
-            done = _zygote if _uses == 0 and not wanted() else None
+            done = None if wanted() else _zygote
             if done is not None:
                 _zygote = None
         if done is not None:
@@ -116,7 +118,7 @@ class Zygote:
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "grader.engine.zygote", str(theirs.fileno())],
-                env={k: v for k, v in env.items() if k in STARTUP_ENV or not k.startswith("KATA_")},
+                env={k: v for k, v in env.items() if not k.startswith("KATA_")},
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True, pass_fds=(theirs.fileno(),), cwd="/")
         finally:
@@ -157,11 +159,6 @@ class Zygote:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-
-
-_zygote: Zygote | None = None
-_failed = False
-_lock = threading.Lock()
 
 
 def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int, results_env: str,
@@ -303,7 +300,7 @@ def _judge(args: list[str], env: dict[str, str], cwd: str, cpus: list[int] | Non
         # Nothing of the zygote's (its control socket, other judges' connections and pipes)
         # stays open in the judge: only stdio and the results pipe, as with pass_fds.
         os.closerange(3, results_fd)
-        os.closerange(results_fd + 1, _max_fd())
+        os.closerange(results_fd + 1, os.sysconf("SC_OPEN_MAX"))
         os.set_inheritable(results_fd, True)
         os.environ.clear()
         os.environ.update(env)
@@ -331,16 +328,6 @@ def _judge(args: list[str], env: dict[str, str], cwd: str, cpus: list[int] | Non
             except Exception:  # noqa: BLE001
                 pass
         os._exit(code)
-
-
-def _max_fd() -> int:
-    try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-        return soft if 0 < soft < 1 << 20 else 1 << 16
-    except (ImportError, OSError, ValueError):
-        return 1 << 16
 
 
 if __name__ == "__main__":
