@@ -87,8 +87,8 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
     work = _compute_dtype(q.dtype)
     diagonal = Tk - Tq  # bottom-right causal: query i may attend key j iff j <= i + diagonal
 
-    out = torch.zeros(B, H, Tq, D, dtype=work)                 # accumulator of out's shape
-    lse = torch.full((B, H, Tq), -math.inf, dtype=torch.float32)
+    out = torch.zeros(B, H, Tq, D, dtype=work, device=q.device)  # accumulator of out's shape
+    lse = torch.full((B, H, Tq), -math.inf, dtype=torch.float32, device=q.device)
     for q_start in range(0, Tq, block_q):
         q_end = min(q_start + block_q, Tq)
         out_tile, lse_tile = _attend_one_query_tile(q, k, v, q_start, q_end, causal, scale,
@@ -110,11 +110,12 @@ def _attend_one_query_tile(q: Tensor, k: Tensor, v: Tensor, q_start: int, q_end:
     # GQA without copying K/V per query head: the `group` query heads that read one KV head
     # become extra rows of the tile, (B, H, bq, D) -> (B, H_kv, group * bq, D).
     q_tile = q[:, :, q_start:q_end].to(work).reshape(B, H_kv, group * num_rows, D)
-    row_pos = torch.arange(q_start, q_end).repeat(group)  # (group * bq,) query position of each row
+    dev = q.device
+    row_pos = torch.arange(q_start, q_end, device=dev).repeat(group)  # (group * bq,) query position of each row
 
-    m = torch.full((B, H_kv, group * num_rows), -math.inf, dtype=work)  # running max
-    l = torch.zeros(B, H_kv, group * num_rows, dtype=work)              # running sum of exp
-    acc = torch.zeros(B, H_kv, group * num_rows, D, dtype=work)         # running sum of p v
+    m = torch.full((B, H_kv, group * num_rows), -math.inf, dtype=work, device=dev)  # running max
+    l = torch.zeros(B, H_kv, group * num_rows, dtype=work, device=dev)              # running sum of exp
+    acc = torch.zeros(B, H_kv, group * num_rows, D, dtype=work, device=dev)         # running sum of p v
     last_visible_key = q_end - 1 + diagonal  # the tile's last query sees keys <= this one
     for k_start in range(0, Tk, block_k):
         if causal and k_start > last_visible_key:
@@ -124,7 +125,7 @@ def _attend_one_query_tile(q: Tensor, k: Tensor, v: Tensor, q_start: int, q_end:
         v_tile = v[:, :, k_start:k_end].to(work)
         s = (q_tile @ k_tile.transpose(-1, -2)) * scale  # (B, H_kv, group * bq, bk)
         if causal and k_end - 1 > q_start + diagonal:  # some key is in some row's future
-            key_pos = torch.arange(k_start, k_end)
+            key_pos = torch.arange(k_start, k_end, device=dev)
             s = s.masked_fill(key_pos[None, :] > row_pos[:, None] + diagonal, -math.inf)
         m_new = torch.maximum(m, s.amax(dim=-1))
         # a row that has seen only masked keys keeps max -inf: shift by 0 so that
@@ -202,7 +203,7 @@ def split_ranges(seq_lens: Tensor, num_splits: int) -> tuple[Tensor, Tensor]:
     """(start, size) of every split, each (B, S): S contiguous ranges covering [0, seq_len)
     whose sizes differ by at most one (the first seq_len % S ranges get the extra token)."""
     lens = seq_lens.to(torch.int64)[:, None]                 # (B, 1)
-    split_ids = torch.arange(num_splits)[None, :]            # (1, S)
+    split_ids = torch.arange(num_splits, device=lens.device)[None, :]  # (1, S)
     base, extra = lens // num_splits, lens % num_splits
     starts = split_ids * base + torch.minimum(split_ids, extra)
     sizes = base + (split_ids < extra).to(torch.int64)
@@ -217,11 +218,11 @@ def _gather_keys(cache: Tensor, block_table: Tensor, seq_lens: Tensor, work: tor
     lens = seq_lens.to(torch.int64)
     blocks_used = (lens + block_size - 1) // block_size      # (B,)
     # table entries past a sequence's last block may hold anything: read block 0 there
-    in_use = torch.arange(max_blocks)[None, :] < blocks_used[:, None]
+    in_use = torch.arange(max_blocks, device=lens.device)[None, :] < blocks_used[:, None]
     table = torch.where(in_use, block_table.to(torch.int64), 0)
     keys = cache[table].to(work)                             # (B, MB, BS, H_kv, D)
     keys = keys.reshape(B, max_blocks * block_size, *cache.shape[2:])
-    owned = torch.arange(max_blocks * block_size)[None, :] < lens[:, None]  # (B, T)
+    owned = torch.arange(max_blocks * block_size, device=lens.device)[None, :] < lens[:, None]  # (B, T)
     return torch.where(owned[:, :, None, None], keys, 0.0)
 
 
@@ -247,7 +248,7 @@ def flash_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tenso
     scores = torch.einsum("bkgd,btkd->bkgt", q_grouped, keys) * scale  # (B, H_kv, group, T)
 
     starts, sizes = split_ranges(seq_lens, num_splits)          # (B, S)
-    pos = torch.arange(T)
+    pos = torch.arange(T, device=starts.device)
     in_split = (pos >= starts[..., None]) & (pos < (starts + sizes)[..., None])  # (B, S, T)
     s = scores[:, None].masked_fill(~in_split[:, :, None, None, :], -math.inf)  # (B, S, H_kv, g, T)
     top = s.amax(dim=-1)

@@ -125,8 +125,8 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0, *,
             or rotary_dim % 2 or rotary_dim > head_dim:
         raise ValueError(f"rotary_dim must be a positive even integer <= D = {head_dim}, "
                          f"got {rotary_dim!r}")
-    positions = _check_positions(x, positions)
-    inv_freq = rope_inv_freq(rotary_dim, base, scaling)  # (R/2,)
+    positions = _check_positions(x, positions).to(x.device)  # angles on x's device (CUDA too)
+    inv_freq = rope_inv_freq(rotary_dim, base, scaling).to(x.device)  # (R/2,)
     angles = positions.to(torch.float32)[..., None] * inv_freq  # (T, R/2) or (B, T, R/2)
     return rotate(x, _fit_to_x(angles.cos(), x), _fit_to_x(angles.sin(), x),
                   interleaved=interleaved)
@@ -213,8 +213,10 @@ class RotaryEmbedding:
         positions = _check_positions(x, positions)
         if positions.numel():
             self._grow(int(positions.max()) + 1)
-        cos = _fit_to_x(self._cos[positions], x)  # (T, dim/2), (B, T, dim/2) or (B, 1, T, dim/2)
-        sin = _fit_to_x(self._sin[positions], x)
+        # The table lives on the CPU; the rows a call needs go to x's device.
+        rows = positions.cpu()
+        cos = _fit_to_x(self._cos[rows].to(x.device), x)  # (T, dim/2), (B, T, dim/2) or (B, 1, T, dim/2)
+        sin = _fit_to_x(self._sin[rows].to(x.device), x)
         return rotate(x, cos, sin)
 
     def _grow(self, num_positions: int) -> None:

@@ -140,7 +140,7 @@ def beam_search(step_fn: Callable[[Tensor], Tensor], prompt: list[int], num_beam
         batch = torch.tensor([prompt + tokens for tokens, _ in live], dtype=torch.long)  # (N, T)
         log_probs = step_fn(batch).double()  # (N, V)
         vocab_size = log_probs.size(-1)
-        sums = torch.tensor([s for _, s in live], dtype=torch.float64)[:, None] + log_probs
+        sums = torch.tensor([s for _, s in live], dtype=torch.float64, device=log_probs.device)[:, None] + log_probs
         next_live: list[tuple[list[int], float]] = []
         for rank, flat_id in enumerate(_rank_candidates(sums)):
             beam_id, token_id = divmod(flat_id, vocab_size)

@@ -1,0 +1,144 @@
+"""The references compute on their inputs' device, so they run on a GPU as they do on the CPU.
+
+The first GPU run (scripts/gpu_check.sh on an H200) found rope's apply_rope mixing a CPU
+frequency table with CUDA positions, and flash-attn's reference allocating its accumulators on
+the CPU. Without a GPU, PyTorch's "meta" device stands in for any other device: a tensor made
+without a device lands on the CPU, and an operation mixing it with a meta tensor raises just as
+it does with a CUDA one. Calls whose input checks read values (`.item()`, `float()`) cannot run
+on meta; they run in the CUDA test alone, which compares every call's result with the CPU's
+(scripts/gpu_check.sh runs this file on a GPU).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import pytest
+import torch
+from torch import nn
+
+from reference import dpo, flash_attn, lora, mha, ppo, rope, sampling
+
+
+def _inputs(device: str) -> Callable[..., torch.Tensor]:
+    """Seeded standard-normal tensors drawn on the CPU, then moved: the same values anywhere."""
+    gen = torch.Generator().manual_seed(0)
+
+    def randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, generator=gen).to(device=device, dtype=dtype)
+    return randn
+
+
+def _module(device: str, make: Callable[[], nn.Module]) -> nn.Module:
+    torch.manual_seed(0)  # the same initial weights on every device
+    return make().to(device)
+
+
+def _lora(device: str) -> Any:
+    def make() -> nn.Module:
+        layer = lora.LoRALinear(nn.Linear(4, 3), r=2, alpha=4.0)
+        nn.init.normal_(layer.lora_B)  # B starts at zero: make the adapter count (on the CPU)
+        return layer
+    return _module(device, make)(_inputs(device)(2, 4))
+
+
+def _multi_lora(device: str) -> Any:
+    randn = _inputs(device)
+    layer = _module(device, lambda: lora.MultiLoRALinear(nn.Linear(4, 3), max_rank=2))
+    layer.add_adapter("a", randn(2, 4), randn(3, 2), alpha=4.0)
+    layer.add_adapter("b", randn(1, 4), randn(3, 1), alpha=1.0)
+    return layer(randn(3, 4), torch.tensor([0, -1, 1], device=device))
+
+
+def _mask(device: str) -> torch.Tensor:
+    return torch.tensor([[True, True, False], [True, True, True]], device=device)
+
+
+def _flash_decode(device: str) -> Any:
+    randn = _inputs(device)
+    table = torch.tensor([[3, 0, 5], [1, 4, 2]], dtype=torch.int32, device=device)
+    seq_lens = torch.tensor([4, 6], dtype=torch.int32, device=device)
+    return flash_attn.flash_decode(randn(2, 4, 8), randn(6, 2, 2, 8), randn(6, 2, 2, 8), table,
+                                   seq_lens, num_splits=2)
+
+
+def _beam_search(device: str) -> Any:
+    table = torch.log_softmax(_inputs(device)(7, 5), dim=-1)  # log-probs by last token
+
+    def step_fn(batch: torch.Tensor) -> torch.Tensor:
+        return table[batch[:, -1].to(device)]
+    return sampling.beam_search(step_fn, [1], num_beams=2, max_new_tokens=3, eos_token_id=0)
+
+
+# Calls that run on any device, meta included: name -> call(device).
+ANY_DEVICE: dict[str, Callable[[str], Any]] = {
+    "mha.attention": lambda d: mha.attention(*(_inputs(d)(1, 2, 3, 4) for _ in range(3))),
+    "mha.MultiHeadAttention": lambda d: _module(d, lambda: mha.MultiHeadAttention(8, 2))(
+        _inputs(d)(1, 3, 8)),
+    "rope.apply_rope": lambda d: rope.apply_rope(_inputs(d)(1, 2, 5, 8), torch.arange(5, device=d)),
+    "rope.apply_rope (B, T) positions, partial": lambda d: rope.apply_rope(
+        _inputs(d)(2, 5, 8), torch.arange(10, device=d).reshape(2, 5), rotary_dim=4),
+    "rope.RotaryEmbedding, positions on the CPU": lambda d: rope.RotaryEmbedding(8)(
+        _inputs(d)(1, 2, 5, 8), torch.arange(5)),
+    "flash_attn.flash_attention": lambda d: flash_attn.flash_attention(
+        *(_inputs(d)(1, h, t, 4) for h, t in ((4, 3), (2, 5), (2, 5))), causal=True,
+        block_q=2, block_k=2),
+    "flash_attn.split_ranges": lambda d: flash_attn.split_ranges(
+        torch.tensor([0, 5], dtype=torch.int32, device=d), 3),
+    "lora.LoRALinear": _lora,
+    "ppo.ppo_policy_loss": lambda d: ppo.ppo_policy_loss(*(_inputs(d)(2, 3) for _ in range(3)),
+                                                         _mask(d)),
+    "ppo.compute_gae": lambda d: ppo.compute_gae(*(_inputs(d)(2, 3) for _ in range(2)), _mask(d),
+                                                 0.9, 0.95),
+    "dpo.dpo_loss": lambda d: dpo.dpo_loss(*(_inputs(d)(2) for _ in range(4))),
+    "sampling.top_k_top_p_filter": lambda d: sampling.top_k_top_p_filter(_inputs(d)(2, 5),
+                                                                         top_k=2, top_p=0.9),
+}
+
+# Calls that read values of their inputs: a real device only.
+REAL_DEVICE: dict[str, Callable[[str], Any]] = {
+    "lora.MultiLoRALinear": _multi_lora,
+    "rope.RotaryEmbedding": lambda d: rope.RotaryEmbedding(8)(_inputs(d)(1, 2, 5, 8),
+                                                               torch.arange(5, device=d)),
+    "ppo.masked_whiten": lambda d: ppo.masked_whiten(_inputs(d)(2, 3), _mask(d)),
+    "dpo.sequence_logprobs": lambda d: dpo.sequence_logprobs(
+        _inputs(d)(2, 3, 5), torch.tensor([[1, 4, -100], [0, 2, 3]], device=d), _mask(d)),
+    "flash_attn.flash_decode": _flash_decode,
+    "sampling.beam_search": _beam_search,
+}
+
+
+def _tensors(result: Any) -> list[torch.Tensor]:
+    if isinstance(result, torch.Tensor):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [t for item in result for t in _tensors(item)]
+    if isinstance(result, dict):
+        return [t for item in result.values() for t in _tensors(item)]
+    return []
+
+
+@pytest.mark.parametrize("name", sorted(ANY_DEVICE))
+def test_reference_computes_on_its_inputs_device(name):
+    """No tensor the reference makes is left on the CPU when its inputs live elsewhere (meta)."""
+    tensors = _tensors(ANY_DEVICE[name]("meta"))
+    assert tensors, f"{name} returned no tensor"
+    for tensor in tensors:
+        assert tensor.device.type == "meta", f"{name} returned a tensor on {tensor.device}"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_check.sh)")
+@pytest.mark.parametrize("name", sorted(ANY_DEVICE | REAL_DEVICE))
+def test_reference_on_cuda_equals_the_cpu(name):
+    """The same call on CUDA tensors gives the CPU's result, on CUDA (fp32, matmul without TF32)."""
+    call = (ANY_DEVICE | REAL_DEVICE)[name]
+    on_cpu, on_cuda = call("cpu"), call("cuda")
+    if isinstance(on_cpu, list) and on_cpu and isinstance(on_cpu[0], tuple):  # beam search
+        assert [tokens for tokens, _ in on_cuda] == [tokens for tokens, _ in on_cpu]
+        assert all(math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-5)
+                   for (_, a), (_, b) in zip(on_cuda, on_cpu))
+        return
+    for got, expected in zip(_tensors(on_cuda), _tensors(on_cpu), strict=True):
+        assert got.device.type == "cuda", f"{name} returned a tensor on {got.device}"
+        torch.testing.assert_close(got.cpu(), expected, atol=1e-5, rtol=1e-5)
