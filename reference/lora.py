@@ -163,15 +163,16 @@ class MultiLoRALinear(nn.Module):
         (N, OUT) or (N, T, OUT)."""
         self._check_ids(x, adapter_ids)
         y = self.base(x)  # (N, [T,] OUT)
-        slot_ids = adapter_ids.clamp(min=0)  # -1 rows gather slot 0, then get scaling 0
+        slot_ids = adapter_ids.clamp(min=0)  # -1 rows gather slot 0; their delta is dropped
         A = self.stacked_A[slot_ids]  # (N, R, IN)
         B = self.stacked_B[slot_ids]  # (N, OUT, R)
-        scaling = torch.where(adapter_ids >= 0, self.scalings[slot_ids],
-                              self.scalings.new_zeros(()))  # (N,)
         x3 = x if x.dim() == 3 else x.unsqueeze(1)  # (N, T, IN)
         h = torch.bmm(x3, A.transpose(1, 2))  # (N, T, R)
-        delta = torch.bmm(h, B.transpose(1, 2)) * scaling[:, None, None]  # (N, T, OUT)
-        return y + delta.reshape(y.shape)
+        delta = torch.bmm(h, B.transpose(1, 2)) * self.scalings[slot_ids, None, None]  # (N, T, OUT)
+        # Select base(x) for -1 rows rather than scaling slot 0's delta by 0: an update that
+        # overflows (inf in float16) times 0 is NaN, and -1 rows must be base(x) exactly.
+        uses_adapter = (adapter_ids >= 0).view(-1, *[1] * (y.dim() - 1))  # (N, 1[, 1])
+        return torch.where(uses_adapter, y + delta.reshape(y.shape), y)
 
     def _check_shapes(self, lora_A: Tensor, lora_B: Tensor) -> None:
         if lora_A.dim() != 2 or lora_B.dim() != 2:

@@ -213,8 +213,9 @@ class RotaryEmbedding:
         positions = _check_positions(x, positions)
         if positions.numel():
             self._grow(int(positions.max()) + 1)
-        # The table lives on the CPU; the rows a call needs go to x's device.
-        rows = positions.cpu()
+        # The table lives on the CPU; the rows a call needs go to x's device. Indexing needs
+        # int64 rows: int16 / int8 indices raise, and uint8 ones would be read as a mask.
+        rows = positions.cpu().long()
         cos = _fit_to_x(self._cos[rows].to(x.device), x)  # (T, dim/2), (B, T, dim/2) or (B, 1, T, dim/2)
         sin = _fit_to_x(self._sin[rows].to(x.device), x)
         return rotate(x, cos, sin)

@@ -105,3 +105,23 @@ def test_regression_dropout_on_lora_output_splits_the_outputs_of_a_row():
         layer.train()
         codes = probe_codes(probe, forward(layer, probe.case.x)).round()
         assert bool((codes[:, 0] != codes[:, 1]).any()) is splits, name
+
+
+def test_regression_reference_minus_one_rows_ignore_an_overflowing_adapter():
+    """The audit's side finding: the reference gathered slot 0 for -1 rows and scaled its
+    update by 0, so a float16 update that overflows to inf gave NaN rows instead of base(x).
+    The suite does not grade this case (the statement does not discuss overflowing adapters);
+    only the reference is pinned to "rows with -1 equal base(x) exactly"."""
+    import torch
+    from torch import nn
+
+    base = nn.Linear(4, 2, bias=False, dtype=torch.float16)
+    layer = _load("reference").MultiLoRALinear(base, 1)
+    layer.add_adapter("a", torch.full((1, 4), 100.0, dtype=torch.float16),
+                      torch.full((2, 1), 100.0, dtype=torch.float16), 1.0)
+    x = torch.full((2, 4), 100.0, dtype=torch.float16)
+    with torch.no_grad():
+        got = layer(x, torch.tensor([-1, 0]))
+        expected = base(x)
+    assert torch.equal(got[0], expected[0])
+    assert bool(torch.isinf(got[1]).all())  # the adapter's own row does overflow

@@ -73,6 +73,20 @@ def test_oracle_gives_generate_slows_tokens():
     assert clear >= 18
 
 
+def test_oracle_gives_generate_slows_tokens_on_other_model_shapes():
+    """The oracle builds models of other shapes (test_tokens_match_on_other_model_shapes) the
+    way generate_slow sees them: the same tokens, prompts filling max_seq_len included."""
+    for shape in strategies.OTHER_SHAPES:
+        prompts = strategies.random_prompts(100, [shape["max_seq_len"] - 6] * 2, shape["vocab_size"])
+        for seed in range(4):
+            if strategies.clear_margin(seed, prompts, 6, **shape):
+                model = strategies.fresh_model(seed, **shape)
+                assert strategies.slow_tokens(seed, prompts, 6, **shape) == generate_slow(model, prompts, 6)
+                break
+        else:
+            raise AssertionError(f"no clear-margin input for {shape}")
+
+
 def test_oracle_refuses_a_wrong_proposal():
     model = strategies.fresh_model(0)
     prompts = [[5, 9, 2]]
@@ -109,3 +123,13 @@ def test_eos_scenarios_have_the_shape_the_suite_relies_on(seed):
         else:
             assert len(outputs) == len(finished)
             assert work["max_new_tokens"] >= 4 * (finished[-1] + 1)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_same_step_scenarios_finish_two_requests_per_step(seed):
+    work = strategies.same_step_scenario(seed)
+    outputs = generate_slow(strategies.fresh_model(seed), work["prompts"], work["max_new_tokens"], work["eos_id"])
+    finished = sorted(len(o) - 1 for o in outputs if o[-1] == work["eos_id"])
+    assert finished == work["finish_steps"] and finished[0] == 0
+    assert all(finished.count(step) == 2 for step in finished)
+    assert len(outputs[2]) == work["max_new_tokens"] and work["eos_id"] not in outputs[2]

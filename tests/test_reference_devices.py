@@ -102,6 +102,10 @@ REAL_DEVICE: dict[str, Callable[[str], Any]] = {
     "rope.RotaryEmbedding": lambda d: rope.RotaryEmbedding(8)(_inputs(d)(1, 2, 5, 8),
                                                                torch.arange(5, device=d)),
     "ppo.masked_whiten": lambda d: ppo.masked_whiten(_inputs(d)(2, 3), _mask(d)),
+    # more valid tokens than float16 can count (65,504): the count must not be cast to float16
+    "ppo.masked_mean, 70,000 float16 tokens": lambda d: ppo.masked_mean(
+        torch.full((2, 35_000), 0.5, dtype=torch.float16, device=d),
+        torch.ones(2, 35_000, dtype=torch.bool, device=d)),
     "dpo.sequence_logprobs": lambda d: dpo.sequence_logprobs(
         _inputs(d)(2, 3, 5), torch.tensor([[1, 4, -100], [0, 2, 3]], device=d), _mask(d)),
     "flash_attn.flash_decode": _flash_decode,

@@ -102,6 +102,7 @@ def flash_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tenso
         - Reduce each range to a partial (out, lse); merge all partials with ONE call of the
           module-level combine_partials(outs, lses), looked up at call time, with
           (num_splits, B, H, D) float32 partials (float64 allowed for float64 inputs).
+        - Math in float32 for half inputs, as in level 1.
         - Vectorised: the same number of tensor operations for B = 2 and 8 and for lengths
           64 and 512 (loops over splits are fine).
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from hypothesis import example, given, settings, strategies as st
 
-from grader.protocol import expect, kata_test
+from grader.protocol import call, expect, kata_test
 from grader.suites.dpo.strategies import (LOGIT_DTYPES, MASK_KINDS, PADDING_IDS, as_mask,
                                           check_logprob_grad, check_logprobs, compute_dtype,
                                           expect_unchanged, expect_value_error, logprob_cases,
@@ -34,6 +34,8 @@ RULES = {
         "test_result_dtype_and_compute_precision",
     "stable for logits of magnitude 1e4": "test_stable_for_logits_of_magnitude_1e4",
     "gradients flow to logits": "test_gradient_flows_to_logits",
+    "do not modify the inputs: logits, labels and loss_mask (every kind, position 0 and padding "
+    "included) are unchanged by the call": ("test_inputs_are_not_modified", "test_logprobs_match_oracle"),
 }
 
 FAST = settings(max_examples=8)
@@ -206,3 +208,26 @@ def test_gradient_flows_to_logits(solution, case):
     _, grad = run_logprobs(solution, case, grad=True)
     check_logprob_grad(grad, case, "d(sum_b w_b * result[b]) / d logits: softmax minus one-hot "
                                    "at the position before each scored label, 0 elsewhere")
+
+
+@kata_test(level=1, category="api contract", weight=1,
+           description="logits, labels and loss_mask are not modified (position 0 and padding set)")
+def test_inputs_are_not_modified(solution):
+    # Everything a solution might "clean up" in place is present: loss_mask[:, 0] = 1 and
+    # labels[:, 0] = -100 (never read), padding ids -100 and V + 5 at unscored positions, and a
+    # mask of every kind (a bool mask's .bool() / .to(bool) is the caller's own tensor).
+    logits = torch.tensor([[[1.0, 0.0, -1.0], [2.0, 0.5, 0.0], [0.0, 0.0, 3.0], [1.0, 1.0, 1.0]],
+                           [[0.0, 2.0, 0.0], [-1.0, 0.0, 1.0], [4.0, 0.0, 0.0], [0.0, 0.0, 0.0]]])
+    labels = torch.tensor([[-100, 2, -100, 1], [-100, 0, 2, 8]])
+    scored = torch.tensor([[True, True, False, True], [True, True, True, False]])
+    for kind in MASK_KINDS:
+        for average in (False, True):
+            case = {"logits": logits.clone(), "labels": labels.clone(),
+                    "loss_mask": as_mask(scored.clone(), kind), "average": average}
+            before = {name: case[name].clone() for name in ("logits", "labels", "loss_mask")}
+            # Called directly, not through run_logprobs (which passes a copy of the logits).
+            call(solution.sequence_logprobs, case["logits"], case["labels"], case["loss_mask"],
+                 average=average, what="sequence_logprobs")
+            expect_unchanged(before, case, f"sequence_logprobs (a {kind} loss_mask, "
+                             f"average={average}; position 0 and padding are skipped, not "
+                             f"overwritten)", before)

@@ -233,6 +233,9 @@ def test_shape_mismatch_and_empty_batch_raise(solution):
     cases = [
         ("bradley_terry_loss", (three, two), {}),
         ("bradley_terry_loss", (three, three), {"margin": two}),
+        # A tensor margin of B elements but not of shape (B,) would broadcast, not raise.
+        ("bradley_terry_loss", (three, three), {"margin": torch.zeros(3, 1)}),
+        ("bradley_terry_loss", (three, three), {"margin": torch.zeros(1, 3)}),
         ("bradley_terry_loss", (empty, empty), {}),
         ("dpo_loss", (three, three, three, two), {}),
         ("dpo_loss", (three, two, three, three), {}),

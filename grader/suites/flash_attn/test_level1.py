@@ -31,7 +31,8 @@ RULES = {
     "scale None means 1/sqrt(D); an explicit 0.0 is a valid scale": "test_scale_none_and_zero",
     "query head h reads KV head h // (H // H_kv)": "test_gqa_query_head_reads_its_kv_head",
     "running max: scores of 1e4 in float32 give finite, exact results": "test_large_scores_stay_finite",
-    "half inputs: math in float32, out in q's dtype, lse float32": "test_half_inputs_math_in_float32",
+    "half inputs: math in float32 (scores, softmax weights, the weighted sum of values), out in q's dtype, "
+    "lse float32": ("test_half_inputs_math_in_float32", "test_half_inputs_weights_and_values_in_float32"),
     "inputs are never modified": "test_inputs_are_not_modified",
     "memory: no new storage beyond the outputs and float32/float64 accumulators of their shapes holds "
     "more than B·H·(block_q·block_k + (block_q + block_k)·D) elements": "test_memory_stays_within_tiles",
@@ -159,6 +160,27 @@ def test_half_inputs_math_in_float32(solution, seed, dtype, causal):
     rule = f"{str(dtype)[6:]} inputs: scores and softmax in float32"
     check_out(out, case, expected_out, rule, input=shown(case, causal=causal, scale=1.0))
     check_lse(lse, expected_lse, rule, input=shown(case, causal=causal, scale=1.0))
+
+
+@kata_test(level=1, category="numerics", weight=1,
+           description="float16/bfloat16 inputs: the softmax weights and their sum with v stay float32")
+def test_half_inputs_weights_and_values_in_float32(solution):
+    # scores within 0.1 of each other and values of +-1000 that nearly cancel: out is a few units,
+    # so weights rounded to half (p cast to v's dtype for p @ v) or a half accumulator move it by
+    # far more than the half tolerance
+    q = torch.tensor([[0.1, 0.0], [0.3, 0.0], [0.7, 0.0], [0.9, 0.0]])[None, None]           # (1, 1, 4, 2)
+    k = torch.tensor([[0.01, 0.0], [0.023, 0.0], [0.031, 0.0], [0.047, 0.0], [0.062, 0.0],
+                      [0.089, 0.0]])[None, None]                                            # (1, 1, 6, 2)
+    v = torch.tensor([[1000.0, 3000.0], [1000.0, 1000.0], [1000.0, 1000.0], [-1000.0, -2000.0],
+                      [-1000.0, -1000.0], [-1000.0, -2000.0]])[None, None]                   # (1, 1, 6, 2)
+    for dtype in HALVES:
+        case = {"q": q.to(dtype), "k": k.to(dtype), "v": v.to(dtype), "block_q": 2, "block_k": 2}
+        out, lse = run_attention(solution, case, scale=1.0)
+        expected_out, expected_lse = dense_attention(case["q"], case["k"], case["v"], scale=1.0)
+        rule = (f"{str(dtype)[6:]} inputs: math in float32, the softmax weights p and the accumulator of p v "
+                "included (do not cast p to v's dtype for the product)")
+        check_out(out, case, expected_out, rule, input=shown(case, scale=1.0))
+        check_lse(lse, expected_lse, rule, input=shown(case, scale=1.0))
 
 
 @kata_test(level=1, category="api contract", weight=1, description="q, k and v are never modified")

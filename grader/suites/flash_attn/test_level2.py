@@ -27,12 +27,14 @@ RULES = {
     "GQA: K and V tiles are never copied per query head": "test_gqa_copies_no_kv_per_query_head",
     "combine_partials returns the exact attention (out, lse) over the union of the splits' keys":
         "test_combine_matches_attention_over_the_union",
-    "a split whose lse is -inf contributes nothing, whatever its outs hold (NaN too)":
+    "a split whose lse is -inf contributes nothing, whatever its outs hold (NaN, +inf, -inf)":
         "test_combine_ignores_empty_splits",
     "all splits -inf: out 0 and lse -inf": "test_combine_all_empty_gives_zeros",
     "out in the dtype of outs, lse in the dtype of lses (they may differ)": "test_combine_keeps_each_dtype",
     "stable for |lse| up to 1e4 (relative tolerance)": "test_combine_is_stable_for_large_lse",
     "ValueError: S < 1 or mismatched shapes": "test_combine_rejects_bad_shapes",
+    "inputs are never modified: combine_partials leaves outs and lses as they were":
+        "test_combine_inputs_are_not_modified",
 }
 
 # (B, H, H_kv, Tq, Tk, D, block_q, block_k): square, more keys (decode-like), more queries (some
@@ -155,20 +157,25 @@ def test_combine_matches_attention_over_the_union(solution, pair):
                  "out = sum_s exp(lse_s - lse) out_s with lse = log(sum_s exp(lse_s)); dtypes of outs and lses")
 
 
+# what the outs of an empty split may hold: 0 * each of them is NaN
+EMPTY_OUTS = (float("nan"), INF, -INF)
+
+
 @kata_test(level=2, category="edge cases", weight=2,
            description="a split with lse -inf contributes nothing, even when its outs hold NaN or inf")
 @settings(max_examples=8)
-@example(pair=(torch.tensor([[[[1.0, 2.0]]], [[[float("nan"), float("nan")]]]]),
-               torch.tensor([[[0.5]], [[-INF]]])))
-@given(pair=partials(empty_fill=float("nan")))
+@example(pair=(torch.tensor([[[[float("nan")]]], [[[2.0]]]]), torch.tensor([[[-INF]], [[0.5]]])))
+@example(pair=(torch.tensor([[[[1.0, 2.0, 3.0]]], [[[4.0, 5.0, 6.0]]]]), torch.tensor([[[-INF]], [[0.5]]])))
+@given(pair=st.sampled_from(EMPTY_OUTS).flatmap(lambda fill: partials(empty_fill=fill)))
 def test_combine_ignores_empty_splits(solution, pair):
     outs, lses = pair
     lses = lses.clone()
-    lses[0, 0, 0] = -INF  # always at least one empty split
+    lses[0, 0, 0] = -INF  # always at least one empty split, its outs NaN, inf and -inf in turn
     outs = outs.clone()
-    outs[0, 0, 0] = float("nan")
+    outs[0, 0, 0] = torch.tensor(EMPTY_OUTS, dtype=outs.dtype)[torch.arange(outs.shape[-1]) % len(EMPTY_OUTS)]
     _check_merge(_combine(solution, outs, lses), outs, lses,
-                 "a split whose lse is -inf contributes nothing (its outs may hold NaN: select, do not multiply by 0)")
+                 "a split whose lse is -inf contributes nothing: its outs may hold anything, NaN or inf "
+                 "included (select, do not multiply by 0: 0 * NaN and 0 * inf are NaN)")
 
 
 @kata_test(level=2, category="edge cases", weight=1,
@@ -221,3 +228,22 @@ def test_combine_rejects_bad_shapes(solution):
         ok, got = raises_value_error(lambda: solution.combine_partials(outs, lses), "combine_partials()")
         expect(ok, f"combine_partials: ValueError for {what}",
                input=f"outs {tuple(outs.shape)}, lses {tuple(lses.shape)}", expected="ValueError", got=got)
+
+
+@kata_test(level=2, category="api contract", weight=1,
+           description="combine_partials never modifies outs or lses (empty splits' outs included)")
+def test_combine_inputs_are_not_modified(solution):
+    for dtype in (torch.float32, torch.float64):
+        # split 1 is empty for head 0 (its outs NaN), split 2 for head 1 (inf); no lse is 0, so
+        # subtracting the max or normalising in place shows too
+        outs = torch.tensor([[[[1.0, -2.0], [0.5, 3.0]]], [[[float("nan"), 7.0], [2.0, -1.0]]],
+                             [[[-3.0, 4.0], [INF, -INF]]]], dtype=dtype)                  # (S=3, B=1, H=2, D=2)
+        lses = torch.tensor([[[0.5, -1.0]], [[-INF, 2.0]], [[1.5, -INF]]], dtype=dtype)  # (S, B, H)
+        before = {"outs": outs.clone(), "lses": lses.clone()}
+        call(solution.combine_partials, outs, lses, what="combine_partials()")
+        for name, now in (("outs", outs), ("lses", lses)):
+            then = before[name]
+            same = now.shape == then.shape and bool(torch.isclose(now, then, rtol=0, atol=0, equal_nan=True).all())
+            expect(same, f"inputs are never modified: combine_partials leaves {name} unchanged (clean or scale "
+                   "a copy, e.g. torch.where, not masked_fill_ or mul_ on the argument)",
+                   input=readable(before), expected=readable(then), got=readable(now))

@@ -9,6 +9,7 @@ builds the situation where that rule decides the outcome; random caches come on 
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -36,7 +37,10 @@ RULES = {
     "seq_lens[b] < num_splits)": "test_decode_split_ranges_are_balanced",
     "equals dense attention for scores of 1e4 too (each partial keeps its own max)":
         "test_decode_is_stable_for_large_scores",
-    "int32 or int64 block tables and lengths": "test_decode_accepts_int32_and_int64_indices",
+    "block_table and seq_lens each int32 or int64 (one may be int32, the other int64)":
+        "test_decode_accepts_int32_and_int64_indices",
+    "math in float32 for half inputs (scores, weights, the weighted sum of values), as in level 1":
+        "test_decode_half_inputs_math_in_float32",
     "inputs are never modified": "test_decode_inputs_are_not_modified",
     "ValueError: index dtypes, seq_lens out of [0, max_blocks·block_size], num_splits < 1, shapes, D < 1, "
     "v-dims, H % H_kv": "test_decode_rejects_bad_arguments",
@@ -117,6 +121,37 @@ def test_decode_is_stable_for_large_scores(solution):
                 "num_splits": num_splits}
         _check_decode(solution, case, "scores of 1e4: each split's partial subtracts its own max before exp "
                       "(exp(1e4) overflows)", scale=1.0)
+
+
+def _paged(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, dtype: torch.dtype) -> dict:
+    """One sequence of 6 tokens (q (1, H, D), keys and values (6, D)) in 3 blocks of 2 slots
+    stored in reverse order, read as 2 splits."""
+    def cache(tokens):
+        return tokens.reshape(3, 2, 1, -1).flip(0).to(dtype)  # (NB=3, BS=2, H_kv=1, D)
+
+    return {"q": q.to(dtype), "k_cache": cache(keys), "v_cache": cache(values),
+            "block_table": torch.tensor([[2, 1, 0]]), "seq_lens": torch.tensor([6]), "num_splits": 2}
+
+
+@kata_test(level=3, category="numerics", weight=1,
+           description="float16/bfloat16 caches: scores, softmax weights and the sum with the values in float32")
+def test_decode_half_inputs_math_in_float32(solution):
+    # scores q·k of about 1e4 differing by 1: float16 (steps of 8) and bfloat16 (steps of 64)
+    # round them to one value and the weights become uniform
+    large = (torch.tensor([[[100.0, 1.0], [1.0, 100.0]]]),
+             torch.tensor([[100.0, 0.0], [100.0, 1.0], [99.0, -1.0], [0.0, 100.0], [-1.0, 100.0], [1.0, 99.0]]),
+             torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0], [-1.0, 1.0]]))
+    # scores within 0.1 of each other and values of +-1000 that nearly cancel: weights rounded to
+    # half for the product with the values move out by far more than the half tolerance
+    cancelling = (torch.tensor([[[0.1, 0.0], [0.3, 0.0], [0.7, 0.0], [0.9, 0.0]]]),
+                  torch.tensor([[0.01, 0.0], [0.023, 0.0], [0.031, 0.0], [0.047, 0.0], [0.062, 0.0], [0.089, 0.0]]),
+                  torch.tensor([[1000.0, 3000.0], [1000.0, 1000.0], [1000.0, 1000.0], [-1000.0, -2000.0],
+                                [-1000.0, -1000.0], [-1000.0, -2000.0]]))
+    for dtype in (torch.float16, torch.bfloat16):
+        for what, tensors in (("scores of 1e4 that differ by 1", large), ("values that nearly cancel", cancelling)):
+            _check_decode(solution, _paged(*tensors, dtype), f"{str(dtype)[6:]} inputs ({what}): math in float32 "
+                          "as in level 1, q kᵀ, the softmax weights and their product with the values included",
+                          scale=1.0)
 
 
 class _CombineSpy:
@@ -227,13 +262,20 @@ def test_decode_split_ranges_are_balanced(solution, reference):
 
 
 @kata_test(level=3, category="api contract", weight=1,
-           description="block tables and lengths may be int32 or int64")
+           description="block tables and lengths may each be int32 or int64, also one of each")
 @settings(max_examples=4)
 @given(case=decode_cases(dtypes=(torch.float32,), index_dtype=torch.int32))
 def test_decode_accepts_int32_and_int64_indices(solution, case):
-    for index in (torch.int32, torch.int64):
-        typed = {**case, "block_table": case["block_table"].to(index), "seq_lens": case["seq_lens"].to(index)}
-        _check_decode(solution, typed, DECODE_RULE + f" ({str(index)[6:]} block_table and seq_lens)")
+    for table_index, lens_index in itertools.product((torch.int32, torch.int64), repeat=2):
+        typed = {**case, "block_table": case["block_table"].to(table_index),
+                 "seq_lens": case["seq_lens"].to(lens_index)}
+        rule = (f"block_table and seq_lens are each int32 or int64, independently (here an {str(table_index)[6:]} "
+                f"table and {str(lens_index)[6:]} lengths)")
+        try:
+            _check_decode(solution, typed, DECODE_RULE + f" ({rule})")
+        except ValueError as exc:
+            raise PropertyFailure(rule + ": valid input, no ValueError", input=decode_shown(typed),
+                                  expected="the dense attention of each sequence", got=f"ValueError: {exc}") from None
 
 
 @kata_test(level=3, category="api contract", weight=1, description="flash_decode never modifies its inputs")

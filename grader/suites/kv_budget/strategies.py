@@ -214,3 +214,15 @@ def expect_value_error(fn: Callable[[], Any], prop: str, *, input: Any, what: st
         raise PropertyFailure(prop, input=input, expected="ValueError",
                               got=f"{type(exc).__name__}: {exc}") from None
     raise PropertyFailure(prop, input=input, expected="ValueError", got=f"returned {got!r}")
+
+
+def expect_accepted(fn: Callable[[], Any], prop: str, *, input: Any) -> Any:
+    """fn() must not raise; its result is returned. NotImplementedError (and the failure `call`
+    makes of it) stays a 'not implemented' verdict."""
+    try:
+        return fn()
+    except (NotImplementedError, PropertyFailure):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any exception is the failure shown
+        raise PropertyFailure(prop, input=input, expected="no exception",
+                              got=f"{type(exc).__name__}: {exc}") from None

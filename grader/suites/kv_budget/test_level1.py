@@ -159,7 +159,9 @@ def test_tp_defaults_to_one(solution):
            description="ValueError when tp < 1 or tp does not divide n_heads, n_kv_heads and d_ff")
 def test_ledger_rejects_bad_tp(solution):
     spec = dict(n_layers=2, d_model=64, n_heads=8, n_kv_heads=2, head_dim=8, d_ff=96, vocab_size=100)
-    bad = {0: "tp = 0", 3: "tp = 3 does not divide n_heads = 8", 4: "tp = 4 does not divide n_kv_heads = 2"}
+    # -1 and -2 divide every count (8 % -2 == 0 in Python): only the tp < 1 rule rejects them
+    bad = {0: "tp = 0", -1: "tp = -1 < 1", -2: "tp = -2 < 1 (it divides every count)",
+           3: "tp = 3 does not divide n_heads = 8", 4: "tp = 4 does not divide n_kv_heads = 2"}
     odd_ff = {**spec, "n_kv_heads": 8, "d_ff": 100}
     for name in ("weight_bytes", "kv_bytes_per_token"):
         fn = getattr(solution, name)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from grader.protocol import call, kata_test
-from grader.suites.kv_budget.strategies import (H100, LLAMA3_70B, LLAMA3_8B, case_text, expect_int,
-                                                expect_value_error, make_gpu, make_spec, nudged, serving_cases,
-                                                tokens, weight_bytes)
+from grader.suites.kv_budget.strategies import (H100, LLAMA3_70B, LLAMA3_8B, case_text, expect_accepted,
+                                                expect_int, expect_value_error, make_gpu, make_spec, nudged,
+                                                serving_cases, tokens, weight_bytes)
 
 RULES = {
     "max_kv_tokens = floor((hbm_bytes · (1 - reserve_fraction) - weight_bytes) / kv_bytes_per_token), an int":
@@ -30,6 +30,10 @@ RULES = {
         "test_capacity_defaults",
     "ValueError: reserve_fraction outside [0, 1), block_size < 1, context_len < 1":
         "test_capacity_rejects_bad_arguments",
+    "ValueError (max_kv_tokens and max_concurrent_seqs, as in level 1): tp < 1, or tp not dividing n_heads, "
+    "n_kv_heads and d_ff": "test_capacity_rejects_bad_tp",
+    "0 is an answer, not an error: free bytes short of one block give 0 tokens in blocks, and a context_len "
+    "beyond the pool gives 0 sequences": "test_no_room_gives_zero_not_an_error",
 }
 
 
@@ -161,3 +165,45 @@ def test_capacity_rejects_bad_arguments(solution):
            ("context_len = -5", lambda: _max_seqs(solution, case, -5, block_size=None))]
     for why, fn in bad:
         expect_value_error(fn, f"ValueError when {why}", input=case_text(case), what="capacity")
+
+
+@kata_test(level=2, category="api contract", weight=1,
+           description="max_kv_tokens and max_concurrent_seqs raise ValueError for a bad tp, as in level 1")
+def test_capacity_rejects_bad_tp(solution):
+    # Llama-3-8B: 32 heads, 8 KV heads, d_ff 14336; tp = 16 divides n_heads and d_ff but not n_kv_heads
+    case = {"spec": dict(LLAMA3_8B), "tp": 1, "gpu": dict(H100), "bpp": 2.0, "bpe": 2.0, "reserve_fraction": 0.1}
+    bad = {0: "tp = 0", -1: "tp = -1 < 1", 3: "tp = 3 does not divide n_heads = 32",
+           16: "tp = 16 does not divide n_kv_heads = 8"}
+    for tp, why in bad.items():
+        bad_case = {**case, "tp": tp}
+        for name, fn in (("max_kv_tokens", lambda: _max_kv_tokens(solution, bad_case)),
+                         ("max_concurrent_seqs", lambda: _max_seqs(solution, bad_case, 1024))):
+            expect_value_error(fn, f"{name}: ValueError when {why} (every function taking tp checks it)",
+                               input=case_text(bad_case), what=f"{name}()")
+
+
+@kata_test(level=2, category="edge cases", weight=1,
+           description="no room for a block or a sequence gives 0 (an int), not a ValueError")
+def test_no_room_gives_zero_not_an_error(solution):
+    # 256 KV bytes per token; HBM holds the weights and 5.5 tokens (less than one block of 16), or the
+    # weights exactly; Llama-3-8B on an H100 holds 426,784 tokens, fewer than one 500,000-token sequence.
+    spec = dict(n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16, d_ff=128, vocab_size=256)
+    weights = float(weight_bytes(spec, 2.0, 1))
+    small = [{"spec": spec, "tp": 1, "gpu": dict(H100, hbm_bytes=hbm), "bpp": 2.0, "bpe": 2.0,
+              "reserve_fraction": 0.0} for hbm in (weights + 5.5 * 256, weights)]
+    llama = {"spec": dict(LLAMA3_8B), "tp": 1, "gpu": dict(H100), "bpp": 2.0, "bpe": 2.0, "reserve_fraction": 0.1}
+    block_rule = "max_kv_tokens: fewer free bytes than one block hold 0 whole blocks (0 is an answer, not an error)"
+    seq_rule = "max_concurrent_seqs: when not one sequence of context_len tokens fits, 0 sequences fit (not an error)"
+    checks = []
+    for case in small:   # 5.5 tokens, then 0 tokens of room
+        checks.append((block_rule, case_text(case, block_size=16),
+                       lambda case=case: _max_kv_tokens(solution, case, block_size=16)))
+        checks.append((seq_rule, case_text(case, context_len=1, block_size=16),
+                       lambda case=case: _max_seqs(solution, case, 1, block_size=16)))
+        checks.append((seq_rule, case_text(case, context_len=6, block_size=None),
+                       lambda case=case: _max_seqs(solution, case, 6, block_size=None)))
+    for block_size in (16, None):
+        checks.append((seq_rule, case_text(llama, context_len=500_000, block_size=block_size),
+                       lambda block_size=block_size: _max_seqs(solution, llama, 500_000, block_size=block_size)))
+    for prop, shown, fn in checks:
+        expect_int(expect_accepted(fn, prop, input=shown), 0, prop, input=shown)

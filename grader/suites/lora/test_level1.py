@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
@@ -24,13 +24,13 @@ RULES = {
     "__init__ wraps base in place (no copy)": "test_base_wrapped_in_place_and_frozen",
     "base.weight and base.bias get requires_grad = False":
         ("test_base_wrapped_in_place_and_frozen", "test_only_lora_params_receive_gradients"),
-    "only lora_A and lora_B train; their gradients are the reference's":
-        "test_only_lora_params_receive_gradients",
+    "only lora_A and lora_B train; their gradients are the reference's (alpha = 0.0: zero "
+    "gradients, the update stays in the graph)": "test_only_lora_params_receive_gradients",
     "lora_A (r, in) and lora_B (out, r); state_dict names lora_A, lora_B, base.weight, base.bias":
         "test_state_dict_names_and_shapes",
     "lora_A and lora_B have base.weight's dtype (float32, float64, bfloat16, float16)":
         "test_state_dict_names_and_shapes",
-    "lora_A: kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in))":
+    "lora_A: kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)), both signs":
         "test_lora_A_kaiming_and_lora_B_zero_at_init",
     "lora_B: zeros, so the layer starts equal to base":
         ("test_lora_A_kaiming_and_lora_B_zero_at_init", "test_init_output_equals_base"),
@@ -49,6 +49,8 @@ RULES = {
         "test_train_mode_drops_lora_input_only",
     "dropout (nn.Dropout): each element dropped independently with probability p, a fresh mask "
     "on every call": "test_train_mode_dropout_rate_and_fresh_masks",
+    "dropout = 1.0 (nn.Dropout semantics): every element zeroed, forward(x) = base(x) in "
+    "train mode": "test_dropout_one_drops_the_whole_update",
     "dropout only in training mode: eval() turns it off, train() back on (same layer)":
         "test_eval_mode_is_deterministic_with_dropout",
 }
@@ -96,7 +98,7 @@ def test_base_wrapped_in_place_and_frozen(solution):
 
 @kata_test(level=1, category="api contract",
            description="at init lora_B is zero and lora_A is Kaiming-uniform: "
-                       "U(-1/sqrt(in_features), 1/sqrt(in_features))")
+                       "U(-1/sqrt(in_features), 1/sqrt(in_features)), negative values included")
 @settings(max_examples=6)
 @given(in_f=st.integers(16, 32), dtype=st.sampled_from(DTYPES))
 def test_lora_A_kaiming_and_lora_B_zero_at_init(solution, in_f, dtype):
@@ -119,6 +121,14 @@ def test_lora_A_kaiming_and_lora_B_zero_at_init(solution, in_f, dtype):
            "U(-1/sqrt(in_features), 1/sqrt(in_features))", input=shown,
            expected={"every |value| at most": bound, "largest |value| at least": 0.9 * bound},
            got={"largest |value|": largest})
+    # Both halves of the interval: a correct init misses either half-tail (beyond bound / 2)
+    # with probability 0.75^128 < 1e-15; U(0, bound) or |U| never reaches the negative one.
+    low, high = float(A.min()), float(A.max())
+    expect(low <= -0.5 * bound and high >= 0.5 * bound,
+           "lora_A is symmetric around zero: U(-1/sqrt(in_features), 1/sqrt(in_features)) "
+           "draws negative values as often as positive ones", input=shown,
+           expected={"smallest value at most": -0.5 * bound, "largest value at least": 0.5 * bound},
+           got={"smallest value": low, "largest value": high})
 
 
 @kata_test(level=1, category="correctness", description="at init the output equals base(x)",
@@ -182,11 +192,20 @@ def test_scaling_is_alpha_over_r_for_edge_alphas(solution):
                expected=alpha / r, got=scaling)
 
 
+# alpha = 0.0: scaling 0, yet the update stays in the graph (zero gradients, not none).
+ZERO_ALPHA_CASE = Case(r=2, alpha=0.0, weight=torch.tensor([[1.0, -1.0, 2.0], [0.0, 2.0, -1.0]]),
+                       bias=torch.tensor([1.0, -2.0]),
+                       lora_A=torch.tensor([[1.0, 0.0, -1.0], [2.0, 1.0, 0.0]]),
+                       lora_B=torch.tensor([[1.0, -1.0], [0.0, 2.0]]),
+                       x=torch.tensor([[1.0, 2.0, -1.0], [0.0, -2.0, 1.0]]))
+
+
 @kata_test(level=1, category="correctness",
            description="base is frozen: only lora_A and lora_B are trainable and get gradients "
-                       "(equal to the reference's)", weight=2)
+                       "(equal to the reference's), also with alpha = 0.0", weight=2)
 @settings(max_examples=10)
 @given(case=cases(), seed=st.integers(0, 1000))
+@example(case=ZERO_ALPHA_CASE, seed=0)
 def test_only_lora_params_receive_gradients(solution, reference, case, seed):
     layer = build(solution, case)
     trainable = sorted(n for n, p in layer.named_parameters() if p.requires_grad)
@@ -196,7 +215,12 @@ def test_only_lora_params_receive_gradients(solution, reference, case, seed):
     ref = build(reference, case)
     weights = torch.randn(case.x.shape[:-1] + case.weight.shape[:1],
                           generator=torch.Generator().manual_seed(seed), dtype=case.dtype)
-    (layer(case.x) * weights).sum().backward()
+    out = layer(case.x)
+    expect(out.requires_grad, "forward(x) depends on lora_A and lora_B through autograd, "
+           "for every alpha: with alpha = 0.0 (scaling 0) they still train, with zero "
+           "gradients", input=case.shown(), expected="an output that requires grad",
+           got="requires_grad=False")
+    (out * weights).sum().backward()
     (ref(case.x) * weights).sum().backward()
     params = dict(layer.named_parameters())  # fetched after backward: the grads are there now
     for name in ("base.weight", "base.bias"):
@@ -315,6 +339,21 @@ def test_train_mode_dropout_rate_and_fresh_masks(solution):
         expect(not torch.equal(first.round(), second.round()), "dropout draws a fresh mask on "
                "every call", input=shown, expected="two calls with different masks",
                got=f"the same mask on both calls ({PROBE_ROWS} rows)")
+
+
+@kata_test(level=1, category="edge cases",
+           description="dropout = 1.0 (nn.Dropout(1.0)): in train mode every input of the "
+                       "adapter is dropped, so forward(x) equals base(x), with no 0 / 0")
+def test_dropout_one_drops_the_whole_update(solution):
+    probe = dropout_probe(1.0)
+    layer = build(solution, probe.case, dropout=probe.p)
+    shown = {**probe.shown, "calls": ["layer.train()", "forward(x)"]}
+    with showing(shown):
+        layer.train()
+        got = forward(layer, probe.case.x.clone())
+    check_close(got, base_out(probe.case), "with dropout = 1.0 every element of the adapter's "
+                "input is zeroed (nn.Dropout(1.0) gives zeros, not 0 / (1 - p)): in train mode "
+                "forward(x) = base(x)", input=shown)
 
 
 @kata_test(level=1, category="correctness",

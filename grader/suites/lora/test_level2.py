@@ -11,7 +11,7 @@ import math
 from dataclasses import replace
 
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -28,8 +28,8 @@ RULES = {
     "delta_weight() has rank at most r": "test_delta_weight_rank_at_most_r",
     "delta_weight() carries the scaling alpha / r (linear in alpha)":
         "test_delta_weight_linear_in_alpha",
-    "use_rslora=True: scaling = alpha / sqrt(r) in forward, delta_weight and the scaling "
-    "attribute (r >= 2, where it differs from alpha / r)": "test_rslora_scaling",
+    "use_rslora=True: scaling = alpha / sqrt(r) in forward, delta_weight, merge and the "
+    "scaling attribute (r >= 2, where it differs from alpha / r)": "test_rslora_scaling",
     "after merge(), forward(x) equals the unmerged forward up to rounding (bf16 included)":
         "test_merge_then_forward_matches_unmerged",
     "after merge(), forward(x) is base(x) only: no second update, no dropout in train mode":
@@ -40,6 +40,8 @@ RULES = {
     "merged is False, True after merge(), False after unmerge()":
         "test_merged_flag_and_base_stays_frozen",
     "the base stays frozen: base.weight keeps requires_grad = False and no autograd history":
+        "test_merged_flag_and_base_stays_frozen",
+    "merge and unmerge change base.weight in place: the same Parameter object, never a new one":
         "test_merged_flag_and_base_stays_frozen",
     "merge and unmerge use the adapter as it is now: training steps between merges; lora_A "
     "and lora_B still train after unmerge()": ("test_merge_interleaved_with_training_steps",
@@ -94,10 +96,17 @@ def test_delta_weight_linear_in_alpha(solution, case, factor):
                 input=case.shown(factor=factor))
 
 
+# r = 4, all ones: alpha / sqrt(r) = 1 against alpha / r = 0.5, an update on every output.
+RSLORA_CASE = Case(r=4, alpha=2.0, weight=torch.tensor([[1.0, 0.0], [-1.0, 2.0]]), bias=None,
+                   lora_A=torch.ones(4, 2), lora_B=torch.ones(2, 4), x=torch.tensor([[1.0, 2.0]]))
+
+
 @kata_test(level=2, category="correctness",
-           description="use_rslora=True scales by alpha / sqrt(r) in forward and delta_weight")
+           description="use_rslora=True scales by alpha / sqrt(r) in forward, delta_weight and "
+                       "merge")
 @settings(max_examples=12)
 @given(case=cases(min_r=2, max_r=4))
+@example(case=RSLORA_CASE)
 def test_rslora_scaling(solution, case):
     # r >= 2 on every example: at r = 1, alpha / sqrt(r) and alpha / r agree.
     scaling = case.alpha / math.sqrt(case.r)
@@ -112,6 +121,16 @@ def test_rslora_scaling(solution, case):
     expect(math.isclose(float(layer.scaling), scaling, rel_tol=1e-12),
            "with use_rslora, the attribute scaling is alpha / sqrt(r)", input=shown,
            expected=scaling, got=layer.scaling)
+    unmerged = forward(layer, case.x)
+    with showing({**shown, "calls": ["merge()"]}):
+        layer.merge()
+    check_close(param(layer, "base.weight").detach(), case.weight + expected,
+                "with use_rslora, merge() adds delta_weight() = (alpha / sqrt(r)) * lora_B @ "
+                "lora_A to base.weight", input={**shown, "calls": ["merge()"]},
+                atol=merge_atol(case, scaling), rtol=0.0)
+    check_close(forward(layer, case.x), unmerged, "with use_rslora, the merged forward(x) "
+                "equals the unmerged one", input={**shown, "calls": ["merge()", "forward(x)"]},
+                atol=merge_atol(case, scaling), rtol=0.0)
 
 
 MERGE_DTYPES = (torch.float32, torch.float64, torch.bfloat16)
@@ -207,6 +226,7 @@ def test_merge_twice_is_noop(solution, case):
 @given(case=cases())
 def test_merged_flag_and_base_stays_frozen(solution, case):
     layer = build(solution, case)
+    held = param(layer, "base.weight")  # what an optimizer or a tied weight holds
     steps = [("init", False), ("unmerge", False), ("merge", True), ("merge", True),
              ("unmerge", False)]
     done = []
@@ -217,6 +237,10 @@ def test_merged_flag_and_base_stays_frozen(solution, case):
         expect(layer.merged is flag, "merged tells whether the update is in base.weight",
                input={"calls": done}, expected=flag, got=layer.merged)
         w = param(layer, "base.weight")
+        expect(w is held, "merge() and unmerge() change base.weight in place: it stays the "
+               "same Parameter (not a new one), so whoever holds it sees the merged values",
+               input={"calls": done}, expected="the Parameter base.weight was at __init__",
+               got="a different Parameter object")
         expect(not w.requires_grad and w.grad_fn is None,
                "base.weight stays frozen with no autograd history (change it under "
                "torch.no_grad())", input={"calls": done},

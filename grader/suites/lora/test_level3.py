@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from hypothesis import given, settings
 from hypothesis.stateful import run_state_machine_as_test
+from torch import nn
 
 from grader.protocol import expect, kata_test
 from grader.suites._common import check_close, count_ops
@@ -21,6 +22,8 @@ from grader.suites.lora.strategies import (ALL_DTYPES, Adapter, add, dtype_name,
                                            per_row_expected, showing)
 
 RULES = {
+    "one frozen base: base.weight and base.bias get requires_grad = False":
+        "test_multi_base_is_frozen",
     "row n = base(x_n) + (alpha_a / r_a) * x_n @ A_a.T @ B_a.T for a = adapter_ids[n]":
         "test_mixed_batch_matches_per_row_lora_linear",
     "rows with -1 equal base(x) exactly": "test_base_only_rows_equal_base_exactly",
@@ -48,11 +51,29 @@ RULES = {
     "ValueError from forward: a slot that holds no adapter, an id below -1, adapter_ids not "
     "of shape (N,); the rejected call changes nothing":
         "test_forward_rejects_unknown_slots_and_wrong_length",
+    "ValueError (not another error, not a base-only shortcut) for adapter_ids not of shape "
+    "(N,): 0-d, empty, all -1 of the wrong length or 2-D": "test_forward_checks_ids_shape_first",
     "any sequence of adds, removes, rejected calls and forwards matches a model of the loaded "
     "adapters": "test_adapters_added_and_removed_between_calls",
     "vectorised: the operations forward dispatches do not grow with N or the number of "
     "adapters": "test_mixed_batch_op_count_does_not_grow",
 }
+
+
+@kata_test(level=3, category="api contract",
+           description="MultiLoRALinear freezes its base: base.weight and base.bias get "
+                       "requires_grad = False")
+def test_multi_base_is_frozen(solution):
+    for bias in (True, False):
+        base = nn.Linear(2, 3, bias=bias)
+        shown = {"base": f"nn.Linear(2, 3, bias={bias})",
+                 "call": "MultiLoRALinear(base, max_rank=2)"}
+        with showing(shown):
+            solution.MultiLoRALinear(base, 2)
+        flags = {name: p.requires_grad for name, p in base.named_parameters()}
+        expect(not any(flags.values()), "MultiLoRALinear wraps one frozen base: base.weight "
+               "and base.bias get requires_grad = False", input=shown,
+               expected={k: False for k in flags}, got=flags)
 
 
 @kata_test(level=3, category="correctness",

@@ -285,6 +285,41 @@ def test_forward_rejects_unknown_slots_and_wrong_length(solution, reference, num
 
 
 @kata_test(level=3, category="edge cases",
+           description="adapter_ids of the wrong shape raise ValueError before anything else: "
+                       "0-d ids, no ids, all -1 but too few, too many or 2-D")
+def test_forward_checks_ids_shape_first(solution, reference):
+    # A base-only shortcut (all ids -1) or len() on a 0-d tensor must not run before the
+    # shape check: every one of these is a ValueError, whatever the ids' values.
+    adapter = ones_adapter("a", 2, 3, alpha=2.0)
+    calls = ["MultiLoRALinear(base (3, 2), max_rank=2)"]
+    layer, slots = _loaded(solution, 2, [adapter], calls)
+    a = slots["a"]
+    bad = {"0-d adapter_ids (a slot)": (1, torch.tensor(a)),
+           "0-d adapter_ids (-1)": (1, torch.tensor(-1)),
+           "no ids for 3 rows": (3, torch.zeros(0, dtype=torch.int64)),
+           "all -1, too few ids": (3, torch.tensor([-1, -1])),
+           "all -1, too many ids": (2, torch.tensor([-1, -1, -1])),
+           "all -1, 2-D adapter_ids": (3, torch.full((3, 1), -1))}
+    for kind, (num_rows, ids) in bad.items():
+        calls.append(f"forward(x of shape ({num_rows}, 2), adapter_ids of shape "
+                     f"{tuple(ids.shape)} = {ids.tolist()})")
+        try:
+            multi_forward(layer, torch.ones(num_rows, 2), ids)
+        except ValueError:
+            calls[-1] += " -> ValueError"
+            continue
+        except Exception as exc:  # noqa: BLE001 - the wrong error type is the finding
+            got = f"{type(exc).__name__}: {exc}"
+        else:
+            got = "no exception"
+        raise PropertyFailure(f"forward raises ValueError when adapter_ids is not of shape "
+                              f"(N,) ({kind})", input={"calls": calls}, expected="ValueError",
+                              got=got)
+    _check_rows(layer, reference, {a: adapter}, calls, "after rejected forwards, the next "
+                "forward works as usual")
+
+
+@kata_test(level=3, category="edge cases",
            description="after a removal exactly the loaded slots are accepted, and -1 always "
                        "is; a re-added slot is accepted again")
 def test_only_loaded_slots_are_accepted(solution, reference):

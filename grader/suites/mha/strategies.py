@@ -135,3 +135,28 @@ BROADCAST_FULL = (2, 3, 2, 4)
 # (d_model, n_heads, n_kv_heads): default KV heads, plain MHA, GQA groups 2 and 3, MQA.
 GROUP_CONFIGS = ((4, 1, None), (6, 3, None), (6, 3, 3), (8, 4, 2), (12, 6, 2), (6, 6, 2),
                  (8, 4, 1), (6, 2, 1))
+
+# float64 scores near 1e4 that differ by about 0.27: computed in float32 they lose ~1e-4.
+FLOAT64_PRECISION_CASE = {"q": torch.tensor([[[[100.0]]]], dtype=torch.float64),
+                          "k": torch.tensor([[[[100.0], [99.99731]]]], dtype=torch.float64),
+                          "v": torch.tensor([[[[0.0], [1.0]]]], dtype=torch.float64)}
+
+# Half-precision inputs whose scores are fine in float32 but not in half precision.
+# fp16: 256 * 256 = 65536 overflows float16 (max 65504). bf16: 15 * 17.125 = 256.875 rounds
+# to 256 in bfloat16, which moves the softmax weights by about 0.13.
+HALF_OVERFLOW = {"q": torch.tensor([[[[256.0]]]]), "k": torch.tensor([[[[256.0], [0.0], [255.0]]]]),
+                 "v": torch.tensor([[[[1.0], [2.0], [3.0]]]])}
+HALF_ROUNDING = {"q": torch.tensor([[[[15.0]]]]), "k": torch.tensor([[[[17.0], [17.125]]]]),
+                 "v": torch.tensor([[[[0.0], [1.0]]]])}
+# With scale=100, q · scale (first case) or k · scale (second) is 1e5: over the float16 max.
+HALF_SCALED_OVERFLOW = ({"q": torch.tensor([[[[1000.0]]]]), "k": torch.tensor([[[[0.01], [0.02]]]]),
+                         "v": torch.tensor([[[[1.0], [2.0]]]])},
+                        {"q": torch.tensor([[[[0.01]]]]), "k": torch.tensor([[[[1000.0], [2000.0]]]]),
+                         "v": torch.tensor([[[[1.0], [2.0]]]])})
+# A float32 mask added to half inputs' scores: -70000 on every key is a per-row constant (no
+# mask at all) but -inf in float16; -1000 vs -1001 become equal in bfloat16.
+HALF_MASK_CASE = {"q": torch.tensor([[[[1.0]]]]), "k": torch.tensor([[[[0.0], [1.0]]]]),
+                  "v": torch.tensor([[[[10.0], [20.0]]]])}
+HALF_WIDE_MASKS = ((torch.float16, torch.full((1, 2), -70000.0), "a float32 mask of -70000 overflows float16"),
+                   (torch.bfloat16, torch.tensor([[-1000.0, -1001.0]]),
+                    "a float32 mask [-1000, -1001] rounds to [-1000, -1000] in bfloat16"))

@@ -18,8 +18,10 @@ from grader.protocol import call, expect, kata_test
 from grader.suites._common import count_ops
 from grader.suites.mha.checks import (close, expect_attention, expect_tensor, guarded, readable,
                                       run, shown)
-from grader.suites.mha.strategies import (ALL_DTYPES, BROADCAST_FULL, CAUSAL_ALIGNMENTS, HALVES,
-                                          SCALES, bool_mask, bool_masks, broadcast_forms,
+from grader.suites.mha.strategies import (ALL_DTYPES, BROADCAST_FULL, CAUSAL_ALIGNMENTS,
+                                          FLOAT64_PRECISION_CASE, HALF_MASK_CASE, HALF_OVERFLOW,
+                                          HALF_ROUNDING, HALF_SCALED_OVERFLOW, HALF_WIDE_MASKS,
+                                          HALVES, SCALES, bool_mask, bool_masks, broadcast_forms,
                                           float_mask, float_masks, full_shape, make_case,
                                           mask_shapes, qkv, randn, seeds)
 
@@ -46,6 +48,8 @@ RULES = {
     "stable for large logits (scores of 1e4 and more)": "test_huge_logits_stay_finite",
     "fp16/bf16 inputs: scores and softmax computed in float32":
         ("test_half_scores_computed_in_float32", "test_half_precision_matches_float32"),
+    "fp16/bf16 inputs: q kᵀ · scale + float mask all in float32 (neither q · scale nor a float32 "
+    "mask rounded to half first)": "test_half_scores_computed_in_float32",
     "the output has q's dtype, for float16, bfloat16, float32 and float64":
         "test_each_dtype_gives_q_dtype_and_exact_values",
     "an empty query axis (Tq = 0) gives an empty (B, H, 0, Dv) result":
@@ -367,25 +371,23 @@ def test_half_precision_matches_float32(solution, reference, case, causal):
                      "exact result", is_causal=causal)
 
 
-# fp16: 256 * 256 = 65536 overflows float16 (max 65504). bf16: 15 * 17.125 = 256.875 rounds
-# to 256 in bfloat16, which moves the softmax weights by about 0.13.
-FLOAT64_PRECISION_CASE = {"q": torch.tensor([[[[100.0]]]], dtype=torch.float64),
-                          "k": torch.tensor([[[[100.0], [99.99731]]]], dtype=torch.float64),
-                          "v": torch.tensor([[[[0.0], [1.0]]]], dtype=torch.float64)}
-HALF_OVERFLOW = {"q": torch.tensor([[[[256.0]]]]), "k": torch.tensor([[[[256.0], [0.0], [255.0]]]]),
-                 "v": torch.tensor([[[[1.0], [2.0], [3.0]]]])}
-HALF_ROUNDING = {"q": torch.tensor([[[[15.0]]]]), "k": torch.tensor([[[[17.0], [17.125]]]]),
-                 "v": torch.tensor([[[[0.0], [1.0]]]])}
-
-
 @kata_test(level=1, category="numerics", weight=1,
-           description="half-precision scores are computed in float32 (fp16 overflow, bf16 rounding)")
+           description="half-precision scores are computed in float32 (fp16 overflow, bf16 rounding), "
+                       "q · scale and a float32 mask included")
 def test_half_scores_computed_in_float32(solution, reference):
     for what, case, dtype in (("q kᵀ = 65536 overflows float16", HALF_OVERFLOW, torch.float16),
                               ("q kᵀ = 256.875 rounds to 256 in bfloat16", HALF_ROUNDING, torch.bfloat16)):
         half = {name: t.to(dtype) for name, t in case.items()}
         expect_attention(solution, reference, half, f"{what}: scores and softmax must be computed "
                          "in float32, then the result cast back", scale=1.0)
+    for case in HALF_SCALED_OVERFLOW:
+        half = {name: t.half() for name, t in case.items()}
+        expect_attention(solution, reference, half, "q kᵀ · scale with q · scale or k · scale = 1e5 "
+                         "(over the float16 max): upcast to float32 before scaling", scale=100.0)
+    for dtype, mask, what in HALF_WIDE_MASKS:
+        half = {name: t.to(dtype) for name, t in HALF_MASK_CASE.items()}
+        expect_attention(solution, reference, half, f"{what}: the float mask is added to the float32 "
+                         "scores as given, not cast to q's dtype first", attn_mask=mask, scale=1.0)
 
 
 @kata_test(level=1, category="numerics", weight=1,

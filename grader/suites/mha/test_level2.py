@@ -23,6 +23,7 @@ from grader.suites.mha.strategies import (FLOATS, GROUP_CONFIGS, bool_mask,
 RULES = {
     "parameters q_proj, k_proj, v_proj, o_proj (nn.Linear) of the stated shapes, bias=bias":
         "test_mha_parameter_names_and_shapes",
+    "bias defaults to False (omitted: no bias parameters)": "test_mha_parameter_names_and_shapes",
     "n_kv_heads defaults to n_heads (omitted or None)":
         ("test_mha_parameter_names_and_shapes", "test_mha_every_group_size"),
     "head_dim = d_model // n_heads; projection features [h*head_dim, (h+1)*head_dim) are head h; "
@@ -51,24 +52,28 @@ def _expect_forward(cand: Any, ref: Any, config: dict, x: torch.Tensor, prop: st
 
 
 @kata_test(level=2, category="api contract", weight=1,
-           description="parameters are named q_proj, k_proj, v_proj, o_proj with the stated shapes")
+           description="parameters are named q_proj, k_proj, v_proj, o_proj with the stated shapes; "
+                       "bias defaults to False")
 def test_mha_parameter_names_and_shapes(solution):
     for d_model, n_heads, n_kv_heads, bias in ((8, 4, 2, False), (6, 3, None, True), (6, 2, 1, True),
-                                               (6, 3, "omitted", False)):
+                                               (6, 3, "omitted", False), (8, 4, 2, "omitted"),
+                                               (6, 3, "omitted", "omitted")):
         args = (d_model, n_heads) if n_kv_heads == "omitted" else (d_model, n_heads, n_kv_heads)
-        module = call(solution.MultiHeadAttention, *args, bias=bias, what="MultiHeadAttention()")
+        kwargs = {} if bias == "omitted" else {"bias": bias}
+        module = call(solution.MultiHeadAttention, *args, **kwargs, what="MultiHeadAttention()")
         head_dim, kv = d_model // n_heads, n_heads if n_kv_heads in (None, "omitted") else n_kv_heads
         expected = {"q_proj.weight": (n_heads * head_dim, d_model),
                     "k_proj.weight": (kv * head_dim, d_model),
                     "v_proj.weight": (kv * head_dim, d_model),
                     "o_proj.weight": (d_model, n_heads * head_dim)}
-        if bias:
+        if bias is True:
             expected.update({"q_proj.bias": (n_heads * head_dim,), "k_proj.bias": (kv * head_dim,),
                              "v_proj.bias": (kv * head_dim,), "o_proj.bias": (d_model,)})
         got = {name: tuple(p.shape) for name, p in module.state_dict().items()}
-        expect(got == expected, "parameter names and shapes (n_kv_heads defaults to n_heads)",
-               input=f"MultiHeadAttention({', '.join(map(str, args))}, bias={bias})",
-               expected=expected, got=got)
+        shown_args = [*map(str, args), *(f"{k}={v}" for k, v in kwargs.items())]
+        expect(got == expected, "parameter names and shapes (n_kv_heads defaults to n_heads, "
+               "bias defaults to False: no bias parameters)",
+               input=f"MultiHeadAttention({', '.join(shown_args)})", expected=expected, got=got)
 
 
 @kata_test(level=2, category="api contract", weight=1,

@@ -11,8 +11,8 @@ from hypothesis import example, given, settings, strategies as st
 
 from grader.protocol import call, expect, kata_test
 from grader.suites._common import count_ops
-from grader.suites.mha.checks import (MODULE_TOLERANCE, close, forward, module_pair, readable,
-                                      reference_forward)
+from grader.suites.mha.checks import (MODULE_TOLERANCE, close, forward, module_pair,
+                                      raises_value_error, readable, reference_forward)
 from grader.suites.mha.lockstep import run_cached_decoding
 from grader.suites.mha.strategies import (ALL_DTYPES, GROUP_CONFIGS, mha_configs, mha_input, randn,
                                           seeds, sizes)
@@ -29,6 +29,8 @@ RULES = {
     "cached; prompt then continuation with is_causal=True equals one causal pass":
         ("test_decode_token_by_token_every_group_size", "test_cached_decoding_matches_full_pass"),
     "with a cache, attn_mask covers all cached keys: (..., T, seq_len)": "test_cached_forward_masks_all_keys",
+    "with a cache, ValueError for a mask whose key axis is not seq_len after the update (the new "
+    "tokens only, the cached tokens only, too many)": "test_cached_forward_rejects_mask_not_over_all_keys",
     "a module reused with a fresh cache, or without one, starts over: nothing leaks from earlier calls":
         "test_module_reused_with_fresh_cache",
     "a decode step does no work per cached token in Python": "test_decode_step_has_no_loop_over_cache",
@@ -174,6 +176,34 @@ def test_cached_forward_masks_all_keys(solution, reference, config, prompt_len, 
         expected = ref(new, attn_mask=mask, kv_cache=ref_cache)
     close(got, expected, "new tokens attend the cached keys the mask allows",
           input={"module": config, "prompt": prompt, "new tokens": new, "attn_mask": mask})
+
+
+@kata_test(level=3, category="api contract", weight=0.5,
+           description="with a cache, a mask that does not cover every cached key is a ValueError")
+def test_cached_forward_rejects_mask_not_over_all_keys(solution, reference):
+    config = {"d_model": 4, "n_heads": 2, "n_kv_heads": 1, "bias": False, "seed": 5}
+    cand, ref = module_pair(solution, reference, **config)
+    prompt, new = randn(150, (1, 3, 4), torch.float64), randn(151, (1, 2, 4), torch.float64)
+    # 3 cached + 2 new = 5 keys: widths 2 (new only), 3 (cached before this call) and 6 are wrong.
+    rejected = {"a bool mask (2, 2) over the new tokens only": torch.ones(2, 2, dtype=torch.bool),
+                "a float mask (2, 2) over the new tokens only": torch.zeros(2, 2, dtype=torch.float64),
+                "a bool mask (1, 1, 2, 2) over the new tokens only": torch.ones(1, 1, 2, 2, dtype=torch.bool),
+                "a bool mask (2, 3) over the earlier tokens only": torch.ones(2, 3, dtype=torch.bool),
+                "a float mask (2, 6), one key too many": torch.zeros(2, 6, dtype=torch.float64)}
+    for what, mask in rejected.items():
+        # A fresh cache each time: what a rejected call leaves in the cache is not specified.
+        cache = call(solution.KVCache, what="KVCache()")
+        forward(cand, prompt, is_causal=True, kv_cache=cache)
+        ok, got = raises_value_error(lambda: cand(new.clone(), attn_mask=mask.clone(), kv_cache=cache),
+                                     "MultiHeadAttention.forward()")
+        expect(ok, f"with 3 cached tokens and 2 new ones, {what} raises ValueError (a mask is "
+               "(..., T, seq_len) with seq_len = 5 after the update, as attention() requires)",
+               input={"module": {k: v for k, v in config.items() if k != "seed"}, "prompt": "3 tokens, "
+                      "is_causal=True", "new tokens": "2", "attn_mask": readable(mask)},
+               expected="ValueError", got=got)
+    # Looking forward: the module with a new cache still decodes as one causal pass.
+    _expect_decoding(solution, cand, ref, config, torch.cat([prompt, new], dim=1), (3, 2),
+                     "after the rejected calls, a new cache")
 
 
 @kata_test(level=3, category="correctness", weight=1,

@@ -33,6 +33,16 @@ FIXED_MASKS = {
     "rows of 1 and 4 valid tokens": [[1, 0, 0, 0], [1, 1, 1, 1]],
     "three rows of 2, 1 and 3 tokens": [[1, 1, 0], [1, 0, 0], [1, 1, 1]],
 }
+# Every float dtype a 0/1 mask may come in.
+MASK_FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+# Counts a narrow float cannot hold: a row of 257 valid tokens (bfloat16 rounds 257 to 256)
+# and 2,057 in all (float16 rounds it to 2,056). A count taken in the mask's dtype is off.
+LONG_ROW_LENGTHS = (257, 300, 300, 300, 300, 300, 300)
+
+
+def right_padded_rows(lengths: tuple[int, ...], T: int) -> list[list[int]]:
+    """Mask rows (0/1 lists) of `T` columns holding `lengths` valid tokens each."""
+    return [[1] * n + [0] * (T - n) for n in lengths]
 
 
 @st.composite

@@ -19,12 +19,17 @@ from grader.suites.ppo.checks import (
     same_result, scalar_of, shapes_of, snapshot)
 from grader.suites.ppo.runners import CLIP as CLIP_EPS, POLICY, check_against, policy_inputs, run_policy
 from grader.suites.ppo.strategies import (
-    ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, MEDIUM, batches, fixed_batch, leaf, token_mean, valid_of)
+    ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, LONG_ROW_LENGTHS, MASK_FLOAT_DTYPES, MEDIUM, batches,
+    fixed_batch, leaf, right_padded_rows, token_mean, valid_of)
 
 RULES = {
     "ratio = exp(logprobs - old_logprobs); per valid token max(-A * ratio, -A * clip(ratio, "
     "1 - eps, 1 + eps)); the token mean": ("test_policy_loss_worked_example",
                                            "test_policy_loss_matches_reference"),
+    "the ratio at log-probs far below 0 (exp(logprobs) alone underflows), every float dtype":
+        "test_policy_loss_very_negative_logprobs",
+    "the token count of the mean is exact: no overflow past float16's 65,504":
+        "test_policy_loss_counts_tokens_beyond_float16_range",
     "at logprobs == old_logprobs the loss is -(token mean of A)":
         "test_policy_loss_at_old_policy_is_minus_mean_advantage",
     "aggregation is the token mean over the whole batch, not a mean of per-sequence means":
@@ -45,6 +50,8 @@ RULES = {
     "legal edge inputs: one valid token, T = 1, rows without padding, tiny and huge clip_eps":
         "test_policy_loss_edge_masks_and_clip_ranges",
     "mask: bool or 0/1 floats of any float dtype give the same results": "test_bool_and_float_masks_agree",
+    "mask: 0/1 floats also agree when bfloat16 or float16 cannot hold the token count":
+        "test_float_masks_agree_on_long_rows",
     "ValueError: a shape differs from mask's, or clip_eps <= 0 (0.0 included); the next call "
     "is unaffected": "test_policy_loss_rejects_bad_input",
     "constraint: no Python loop": "test_policy_loss_has_no_python_loop",
@@ -107,6 +114,69 @@ def test_policy_loss_keeps_every_float_dtype(solution):
             want_stat = scalar_of(want_stats.get(key) if isinstance(want_stats, dict) else None,
                                   f"stats['{key}']", exact)
             check_low_precision(got.to(dtype), want_stat, dtype, f"stats['{key}'] in {dtype} (vs float64)", inp)
+
+
+@kata_test(level=1, category="edge cases",
+           description="log-probs far below 0 (rare tokens) give a finite loss in every float dtype")
+def test_policy_loss_very_negative_logprobs(solution, reference):
+    # At these offsets exp(logprobs) alone underflows to 0 (float16 below about -17, bfloat16
+    # and float32 below about -104, float64 below about -745), so exp(logprobs) /
+    # exp(old_logprobs) is 0 / 0; exp(logprobs - old_logprobs) is the ratio at any offset.
+    # Ratios 1, e^.5 (clipped), e^-.5 (clipped, A < 0), e^-.5 (unclipped); token 4 is padding.
+    deltas = (torch.tensor([[0.0, 0.5, -0.5, 0.5, 0.0]]), torch.tensor([[0.0, 0.0, 0.0, 1.0, 3.0]]))
+    adv = torch.tensor([[1.0, 1.0, -1.0, 0.5, 7.0]])
+    mask = torch.tensor([[True, True, True, True, False]])
+    for dtype, offset in ((torch.float16, -20.0), (torch.bfloat16, -110.0), (torch.float32, -110.0),
+                          (torch.float64, -800.0)):
+        lp, old = ((offset + d.double()).to(dtype) for d in deltas)
+        inp = {"logprobs": lp, "old_logprobs": old, "advantages": adv.to(dtype), "mask": mask,
+               "clip_eps": 0.2}
+        loss, stats, grad = run_policy(solution, inp)
+        exact = {**inp, **{k: inp[k].double() for k in ("logprobs", "old_logprobs", "advantages")}}
+        want, want_stats, want_grad = run_policy(reference, exact)
+        prop = f"ratio = exp(logprobs - old_logprobs) with {dtype} log-probs near {offset:g}"
+        check_low_precision(loss, want, dtype, f"the policy loss: {prop}", inp)
+        check_low_precision(grad, want_grad, dtype, f"d(loss)/d(logprobs): {prop}", inp)
+        for key in ("clipfrac", "approx_kl"):
+            got = scalar_of(stats.get(key) if isinstance(stats, dict) else None, f"stats['{key}']", inp)
+            check_low_precision(got.to(dtype), want_stats[key], dtype, f"stats['{key}']: {prop}", inp)
+
+
+@kata_test(level=1, category="edge cases",
+           description="65,536 valid float16 tokens: the token count does not overflow")
+def test_policy_loss_counts_tokens_beyond_float16_range(solution, reference):
+    # float16's largest finite value is 65,504: a token count taken in the inputs' dtype is
+    # inf here and every mean 0. Values in [-0.5, 0.5] (A >= 0, so the loss is clearly below
+    # 0) keep every sum the reference takes in float16 within range.
+    rows = right_padded_rows((32768, 32768), 32770)
+    b = fixed_batch(rows, POLICY, seed=11, fill=5.0, lo=-4, hi=4)
+    b = {**b, "adv": b["adv"].abs()}
+    half = policy_inputs({**b, **{k: b[k].half() for k in POLICY}}, 0.2)
+    loss, stats, _ = run_policy(solution, half)
+    want, want_stats, _ = run_policy(reference, policy_inputs(b, 0.2))
+    shown = {**shapes_of(half), "valid tokens": 65536, "dtype": "float16"}
+    prop = "the token mean over 65,536 valid float16 tokens (count them in an integer or wider type)"
+    check_low_precision(loss, want, torch.float16, f"the policy loss: {prop}", shown)
+    for key in ("clipfrac", "approx_kl"):
+        got = scalar_of(stats.get(key) if isinstance(stats, dict) else None, f"stats['{key}']", shown)
+        check_low_precision(got.half(), want_stats[key], torch.float16, f"stats['{key}']: {prop}", shown)
+
+
+@kata_test(level=1, category="api contract",
+           description="0/1 float masks of every float dtype agree with the bool mask on long rows")
+def test_float_masks_agree_on_long_rows(solution):
+    # A row of 257 valid tokens and 2,057 in all: bfloat16 rounds 257 to 256 and float16 rounds
+    # 2,057 to 2,056, so a token count taken in the mask's dtype is off.
+    b = fixed_batch(right_padded_rows(LONG_ROW_LENGTHS, 300), POLICY, seed=9, fill=5.0)
+    valid = valid_of(b["mask"])
+    loss_b, stats_b, grad_b = run_policy(solution, policy_inputs(b, 0.2))
+    for kind in MASK_FLOAT_DTYPES:
+        as_float = policy_inputs({**b, "mask": valid.to(kind)}, 0.2)
+        loss_f, stats_f, grad_f = run_policy(solution, as_float)
+        prop = f"a {kind} 0/1 mask with {sum(LONG_ROW_LENGTHS):,} valid tokens gives the bool mask's"
+        check_close(loss_f.detach(), loss_b.detach(), f"{prop} loss", input=as_float)
+        check_stats(stats_f, {k: scalar_of(v, k, as_float) for k, v in stats_b.items()}, prop, as_float)
+        check_grad(grad_f, grad_b, f"{prop} gradient", as_float)
 
 
 @kata_test(level=1, category="edge cases",

@@ -20,8 +20,8 @@ from grader.suites.ppo.checks import (
 from grader.suites.ppo.runners import (
     GAE, GAMMA, LAM, VALUE, gae_inputs, run_gae, run_value, value_inputs)
 from grader.suites.ppo.strategies import (
-    ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, MEDIUM, batches, fixed_batch, leaf, token_mean,
-    valid_of, with_padding)
+    ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, LONG_ROW_LENGTHS, MASK_FLOAT_DTYPES, MEDIUM, batches,
+    fixed_batch, leaf, right_padded_rows, token_mean, valid_of, with_padding)
 
 RULES = {
     "GAE: delta_t = r_t + gamma * V_{t+1} - V_t, A_t = delta_t + gamma * lam * A_{t+1}, "
@@ -46,8 +46,11 @@ RULES = {
     "value loss: padding changes nothing, gradient 0 on padding": "test_value_loss_padding_changes_nothing",
     "value loss: a 0-d tensor of values.dtype, for every float dtype; inputs unchanged":
         "test_value_loss_keeps_every_float_dtype",
+    "value loss: the token count of the mean is exact: no overflow past float16's 65,504":
+        "test_value_loss_counts_tokens_beyond_float16_range",
     "both: one valid token, T = 1, rows without padding": "test_level2_edge_masks",
-    "both: a bool mask and 0/1 floats of any float dtype agree": "test_level2_bool_and_float_masks_agree",
+    "both: a bool mask and 0/1 floats of any float dtype agree (the value loss also with token "
+    "counts bfloat16 and float16 cannot hold)": "test_level2_bool_and_float_masks_agree",
     "ValueError: a shape differs from mask's; the next call is unaffected": "test_level2_rejects_shape_mismatch",
     "constraint: GAE has no Python loop over batch rows": "test_gae_vectorized_over_batch",
 }
@@ -150,16 +153,34 @@ def test_level2_edge_masks(solution, reference):
            description="GAE and the value loss give the same results for bool and 0/1 float masks")
 def test_level2_bool_and_float_masks_agree(solution):
     b = fixed_batch(FIXED_MASKS["rows of 1 and 4 valid tokens"], GAE + VALUE[1:], seed=8, fill=5.0)
+    # The value loss also on token counts bfloat16 and float16 cannot hold (257 and 2,057).
+    long_b = fixed_batch(right_padded_rows(LONG_ROW_LENGTHS, 300), VALUE, seed=8, fill=5.0)
     gae_bool, value_bool = run_gae(solution, gae_inputs(b, 0.9, 0.95)), run_value(solution, value_inputs(b, 0.2))
-    for kind in (torch.float64, torch.float32, torch.float16):
+    long_bool = run_value(solution, value_inputs(long_b, 0.2))
+    for kind in MASK_FLOAT_DTYPES:
         fb = {**b, "mask": b["mask"].to(kind)}
         for got, want, what in zip(run_gae(solution, gae_inputs(fb, 0.9, 0.95)), gae_bool, ("advantages", "returns")):
             check_close(got, want, f"GAE {what} with a {kind} 0/1 mask equal those with the bool mask",
                         input=gae_inputs(fb, 0.9, 0.95))
-        for got, want, what in zip(run_value(solution, value_inputs(fb, 0.2)), value_bool,
-                                   ("value loss", "its gradient")):
-            check_close(got, want, f"the {what} with a {kind} 0/1 mask equals the bool mask's",
-                        input=value_inputs(fb, 0.2))
+        for batch, want_value in ((fb, value_bool), ({**long_b, "mask": long_b["mask"].to(kind)}, long_bool)):
+            for got, want, what in zip(run_value(solution, value_inputs(batch, 0.2)), want_value,
+                                       ("value loss", "its gradient")):
+                check_close(got, want, f"the {what} with a {kind} 0/1 mask equals the bool mask's",
+                            input=value_inputs(batch, 0.2))
+
+
+@kata_test(level=2, category="edge cases",
+           description="65,536 valid float16 tokens: the value loss's token count does not overflow")
+def test_value_loss_counts_tokens_beyond_float16_range(solution, reference):
+    # float16's largest finite value is 65,504: a token count taken in the inputs' dtype is
+    # inf here and the loss 0. Values in [-0.5, 0.5] keep the reference's float16 sums in range.
+    b = fixed_batch(right_padded_rows((32768, 32768), 32770), VALUE, seed=12, fill=5.0, lo=-4, hi=4)
+    half = value_inputs({**b, **{k: b[k].half() for k in VALUE}}, 0.2)
+    loss, _ = run_value(solution, half)
+    want, _ = run_value(reference, value_inputs(b, 0.2))
+    check_low_precision(loss, want, torch.float16, "the value loss is the token mean over 65,536 valid "
+                        "float16 tokens (count them in an integer or wider type)",
+                        {**shapes_of(half), "valid tokens": 65536, "dtype": "float16"})
 
 
 @kata_test(level=2, category="api contract", weight=1,

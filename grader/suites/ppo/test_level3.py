@@ -20,8 +20,8 @@ from grader.suites.ppo.runners import (
     LOSS, check_loss_against, close_results, kl_fixed, kl_inputs, loss_fixed, loss_inputs,
     run_kl, run_loss, run_whiten, whiten_inputs)
 from grader.suites.ppo.strategies import (
-    ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, MEDIUM, fixed_batch, last_valid_one_hot, leaf,
-    token_mean, valid_of)
+    ALL_FLOAT_DTYPES, FAST, FIXED_MASKS, LONG_ROW_LENGTHS, MASK_FLOAT_DTYPES, MEDIUM, fixed_batch,
+    last_valid_one_hot, leaf, right_padded_rows, token_mean, valid_of)
 
 RULES = {
     "KL rewards: -kl_coef * (logprobs - ref_logprobs) on valid tokens, plus scores[b] at row b's "
@@ -36,6 +36,8 @@ RULES = {
     "whiten: mean and unbiased variance over the valid entries of the whole batch":
         ("test_whitened_has_mean_0_and_variance_1", "test_masked_whiten_matches_reference",
          "test_whiten_two_valid_entries_in_different_rows"),
+    "whiten: accurate for values far from 0 (the variance of the centred values, not "
+    "sum x^2 - n * mean^2)": "test_whiten_values_far_from_zero",
     "whiten: eps is added to the variance (0 and large eps included)": "test_whiten_uses_eps",
     "whiten: shift_mean=False adds the mean back": "test_whiten_shift_mean_false_keeps_mean",
     "whiten: padding is 0 whatever it held": "test_whiten_ignores_padding",
@@ -52,7 +54,8 @@ RULES = {
     "valid token without whitening)": "test_ppo_loss_edge_arguments",
     "ppo_loss: gradients reach logprobs and values only": "test_ppo_loss_gradients_reach_logprobs_and_values_only",
     "ppo_loss: padding changes nothing": "test_ppo_loss_padding_changes_nothing",
-    "every function: a bool mask and 0/1 floats of any float dtype agree": "test_level3_bool_and_float_masks_agree",
+    "every function: a bool mask and 0/1 floats of any float dtype agree (also with token counts "
+    "bfloat16 and float16 cannot hold)": "test_level3_bool_and_float_masks_agree",
     "constraint: inputs are never modified, also by a rejected call": "test_level3_inputs_unchanged",
     "ValueError: a shape differs from mask's, scores not (B,), or a part raises (clip_eps <= 0, "
     "whitening fewer than 2 entries); the next call is unaffected": "test_level3_rejects_bad_input",
@@ -103,6 +106,22 @@ def test_whiten_uses_eps(solution, reference):
         inp = {"x": x, "mask": mask, "shift_mean": True, **({} if eps is None else {"eps": eps})}
         check_close(run_whiten(solution, inp), run_whiten(reference, inp), "(x - mean) * rsqrt(var "
                     f"+ eps) with eps = {'the default 1e-8' if eps is None else eps}", input=inp)
+
+
+@kata_test(level=3, category="edge cases",
+           description="masked_whiten is accurate for values far from 0 (a large common offset)")
+def test_whiten_values_far_from_zero(solution, reference):
+    # Spread 0.5 on top of an offset: a one-pass variance, (sum x^2 - n * mean^2) / (n - 1),
+    # subtracts two numbers near n * offset^2 and keeps only rounding noise; the two-pass
+    # variance of the centred values is exact here. Padding holds 5.
+    shape = torch.tensor([[0.0, 0.5, 1.0, 5.0], [1.5, 5.0, 5.0, 5.0]], dtype=torch.float64)
+    mask = torch.tensor([[True, True, True, False], [True, False, False, False]])
+    for dtype, offset in ((torch.float16, 100.0), (torch.float32, 1e4), (torch.float64, 1e8)):
+        x = torch.where(mask, shape + offset, shape).to(dtype)
+        inp = {"x": x, "mask": mask, "shift_mean": True}
+        want = run_whiten(reference, {**inp, "x": x.double()})
+        check_low_precision(run_whiten(solution, inp), want, dtype, f"{dtype} values {offset:g} + [0, 0.5, 1, "
+                            "1.5] whiten to mean 0 and unbiased variance 1: [-1.16, -0.39, 0.39, 1.16]", inp)
 
 
 @kata_test(level=3, category="edge cases",
@@ -199,10 +218,15 @@ def test_level3_bool_and_float_masks_agree(solution):
     kl = kl_fixed(FIXED_MASKS["rows of 1 and 4 valid tokens"], seed=6)
     wh = {"x": kl["logprobs"], "mask": kl["mask"], "shift_mean": True}
     lo = loss_fixed(FIXED_MASKS["rows of 1 and 4 valid tokens"], seed=6)
-    as_bool = (run_kl(solution, kl), run_whiten(solution, wh), run_loss(solution, lo))
-    for kind in (torch.float64, torch.float32, torch.float16):
-        for (name, fn, inp), want in zip((("kl_shaped_rewards", run_kl, kl), ("masked_whiten", run_whiten, wh),
-                                          ("ppo_loss", run_loss, lo)), as_bool):
+    # Token counts bfloat16 and float16 cannot hold (a row of 257, 2,057 in all): the score's
+    # index and the whitening's n must not be counted in the mask's dtype.
+    long_kl = kl_fixed(right_padded_rows(LONG_ROW_LENGTHS, 300), seed=6)
+    long_wh = {"x": long_kl["logprobs"], "mask": long_kl["mask"], "shift_mean": True}
+    cases = (("kl_shaped_rewards", run_kl, kl), ("masked_whiten", run_whiten, wh), ("ppo_loss", run_loss, lo),
+             ("kl_shaped_rewards", run_kl, long_kl), ("masked_whiten", run_whiten, long_wh))
+    as_bool = [fn(solution, inp) for _, fn, inp in cases]
+    for kind in MASK_FLOAT_DTYPES:
+        for (name, fn, inp), want in zip(cases, as_bool):
             typed = {**inp, "mask": inp["mask"].to(kind)}
             got = fn(solution, typed)
             expect(same_result(got, want) or close_results(got, want), f"{name} with a {kind} 0/1 mask "

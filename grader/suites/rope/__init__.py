@@ -14,8 +14,9 @@ Files:
     test_level3.py       RULES map + scaling tests
     test_level3_cache.py RotaryEmbedding tests (their rules are in test_level3.py's map)
 
-Every legal-but-rare option (position 0, positions (B, T) with B == H, int32 positions,
-every dtype, every partial-rotary fraction, every scaling type, factor 1.0, an empty
-scaling dict, a table grown then reused, one embedding across dtypes) has a constructed
-case that runs under every seed.
+Every legal-but-rare option (position 0, positions (B, T) with B == H, int32 / int16 / int8 /
+uint8 positions, every dtype, every partial-rotary fraction, every scaling type, factor 1.0,
+llama3 thresholds L / lo and L / hi that are not integers, an empty scaling dict, a table
+grown then reused, one embedding across dtypes) has a constructed case that runs under every
+seed.
 """

@@ -109,6 +109,17 @@ SCALING_CONFIGS = (None, {"type": "linear", "factor": 1.0}, {"type": "linear", "
                    {"type": "linear", "factor": 4.0}, llama3(1.0), llama3(8.0),
                    llama3(32.0, 2.0, 8.0, 64), LLAMA31)
 
+# llama3 configs whose thresholds L / lo and L / hi are not integers, each just past a
+# wavelength (dim 16, base 10000: 198.69 and 628.32): thresholds rounded down (L // lo,
+# int(L / lo)) put those components in the wrong band with the first config; rounded up, with
+# the second.
+LLAMA3_FRACTIONAL_THRESHOLDS = (
+    (llama3(8.0, 10.0, 31.6, 6284), "L / lo = 628.4 and L / hi = 198.86: wavelength 628.32 is blended "
+     "(not divided) and 198.69 kept (not blended)"),
+    (llama3(8.0, 10.0, 31.66, 6282), "L / lo = 628.2 and L / hi = 198.42: wavelength 628.32 is divided "
+     "(not blended) and 198.69 blended (not kept)"),
+)
+
 BAD_SCALINGS = [
     {},
     {"type": "ntk", "factor": 2.0},
@@ -122,6 +133,11 @@ BAD_SCALINGS = [
     {**LLAMA31, "factor": -1.0},
     {**LLAMA31, "low_freq_factor": 4.0},
     {**LLAMA31, "low_freq_factor": 8.0},
+    # factor 1.0 changes nothing, but the config is still checked: no shortcut before validation
+    {"type": "ntk", "factor": 1.0},
+    {"factor": 1.0},
+    {"type": "llama3", "factor": 1.0},
+    {**llama3(1.0), "low_freq_factor": 4.0},
 ] + [{key: value for key, value in LLAMA31.items() if key != missing}
      for missing in ("factor", "low_freq_factor", "high_freq_factor",
                      "original_max_position_embeddings")]

@@ -23,7 +23,7 @@ RULES = {
     "positions (T,) broadcast over every leading dim of x; positions (B, T) give batch row b "
     "its own positions, shared by all heads":
         ("test_positions_broadcast_over_every_leading_shape", "test_batched_positions_match_reference"),
-    "positions are any integer tensor: int32 / int16 too, position 0, positions past 65504":
+    "positions are any integer tensor: int32 / int16 / int8 / uint8 too, position 0, positions past 65504":
         "test_large_positions_and_integer_dtypes",
     "position 0 is the identity": ("test_position_zero_is_identity", "test_rotate_half_worked_example"),
     "rotations preserve norms, scores depend only on m - n, rotating by a then b is a + b":
@@ -33,7 +33,8 @@ RULES = {
         ("test_every_dtype_matches_reference", "test_bf16_close_to_float32", "test_output_shape_and_dtype"),
     "an empty sequence (T = 0) gives an empty result": "test_empty_sequence_gives_empty_output",
     "x and positions are not modified": "test_input_not_modified",
-    "ValueError: positions whose last dimension is not T (and the next call is unaffected)":
+    "ValueError: positions whose last dimension is not T, length 1 included (no broadcasting; "
+    "the next call is unaffected)":
         "test_rejects_positions_not_matching_t",
 }
 
@@ -107,13 +108,13 @@ def test_positions_broadcast_over_every_leading_shape(solution, reference):
 
 
 @kata_test(level=1, category="edge cases", weight=1,
-           description="int64, int32 and int16 positions; positions 0, 65535 and 131071; large and tiny x")
+           description="int64, int32, int16, int8 and uint8 positions; positions 0, 65535 and 131071; large and tiny x")
 def test_large_positions_and_integer_dtypes(solution, reference):
     x = seeded_x(20, (2, 4, 8), scale=1000.0)
     expect_matches_reference(solution, reference, x, torch.tensor([0, 1, 65535, 131071]),
                              "positions past the float16 range rotate like any other")
     tiny = seeded_x(21, (2, 3, 8), scale=1e-3)
-    for dtype in (torch.int64, torch.int32, torch.int16):
+    for dtype in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         positions = torch.tensor([0, 3, 5], dtype=dtype)
         expect_matches_reference(solution, reference, tiny, positions,
                                  f"{str(dtype)[6:]} positions are positions like int64 ones")
@@ -240,7 +241,7 @@ def test_input_not_modified(solution, case, dtype):
 
 
 @kata_test(level=1, category="api contract", weight=0.5,
-           description="positions whose length is not T raise ValueError; the next call is unaffected")
+           description="positions whose length is not T (1 included) raise ValueError; the next call is unaffected")
 def test_rejects_positions_not_matching_t(solution):
     x = seeded_x(40, (2, 3, 4))
     good = torch.tensor([0, 5, 9])
@@ -249,6 +250,8 @@ def test_rejects_positions_not_matching_t(solution):
     bad = {"positions (2,) for T = 3": (x, torch.tensor([0, 1])),
            "positions (4,) for T = 3": (x, torch.arange(4)),
            "positions (0,) for T = 3": (x, torch.zeros(0, dtype=torch.int64)),
+           "positions (1,) for T = 3 (not broadcast over the tokens)": (x, torch.tensor([2])),
+           "positions (2, 1) for x (2, 3, 4)": (x, torch.tensor([[2], [4]])),
            "positions (2, 4) for x (2, 3, 4)": (x, torch.zeros(2, 4, dtype=torch.int64)),
            "positions (2,) for x (3, 4)": (x[0], torch.tensor([0, 1]))}
     for what, (bad_x, positions) in bad.items():

@@ -13,9 +13,10 @@ from grader.protocol import expect, kata_test
 from grader.suites.rope.checks import (close, embed, expect_matches_reference, expect_rotated,
                                        expect_value_error, guarded, inv_freq, make_embedding,
                                        position_atol, readable, rope, shown)
-from grader.suites.rope.strategies import (BAD_SCALINGS, LLAMA31, SCALING_CONFIGS, bases, llama3,
-                                           llama3_scalings, linear_scalings, partial_cases,
-                                           rope_cases, scaling_dims, seeded_x, wavelengths)
+from grader.suites.rope.strategies import (BAD_SCALINGS, LLAMA3_FRACTIONAL_THRESHOLDS, LLAMA31,
+                                           SCALING_CONFIGS, bases, llama3, llama3_scalings,
+                                           linear_scalings, partial_cases, rope_cases,
+                                           scaling_dims, seeded_x, wavelengths)
 
 RULES = {
     "linear scaling divides every w_i by factor (factor 1.0 and factors below 1 included)":
@@ -26,14 +27,19 @@ RULES = {
     "llama3 keeps w when the wavelength 2 pi / w < L / high_freq_factor": "test_llama3_keeps_high_frequencies",
     "llama3 divides w by factor when the wavelength > L / low_freq_factor, blends in between":
         "test_llama3_divides_low_frequencies",
+    "llama3 compares the wavelength with L / low_freq_factor and L / high_freq_factor exactly "
+    "(non-integer quotients are not rounded)": "test_llama3_fractional_thresholds",
     "ValueError: scaling without 'type' (the empty dict included) or of another type, a missing "
-    "key, factor <= 0, low_freq_factor >= high_freq_factor": "test_scaling_rejects_bad_config",
+    "key, factor <= 0, low_freq_factor >= high_freq_factor (with factor 1.0 too)":
+        "test_scaling_rejects_bad_config",
     "apply_rope and RotaryEmbedding apply every scaling (None, linear, llama3)":
         ("test_every_scaling_type_in_apply_rope_and_embedding", "test_apply_rope_with_scaling_matches_reference"),
     "a scaling dict is not modified and can be reused; calls with other scalings share nothing":
         "test_scaling_configs_reused_and_alternated",
     "RotaryEmbedding(dim, base, scaling)(x, positions) equals apply_rope(x, positions, base, "
     "rotary_dim=dim, scaling=scaling); D may exceed dim": "test_rotary_embedding_matches_apply_rope",
+    "RotaryEmbedding takes positions as apply_rope does: any integer dtype (int32, int16, int8, "
+    "uint8 too), (T,) or (B, T)": "test_rotary_embedding_integer_position_dtypes",
     "ValueError: RotaryEmbedding called on x with D < dim": "test_rotary_embedding_rejects_dim_larger_than_input",
     "the table covers every position a call needs, a call inside it leaves it unchanged, it never "
     "shrinks (grown, then reused)":
@@ -135,6 +141,15 @@ def test_llama3_divides_low_frequencies(solution, dim, base, scaling):
 
 
 @kata_test(level=3, category="correctness", weight=1,
+           description="llama3 thresholds L / low_freq_factor and L / high_freq_factor that are not integers")
+def test_llama3_fractional_thresholds(solution, reference):
+    for scaling, what in LLAMA3_FRACTIONAL_THRESHOLDS:
+        close(inv_freq(solution, 16, 10000.0, dict(scaling)), reference.rope_inv_freq(16, 10000.0, scaling),
+              f"llama3 compares each wavelength with L / lo and L / hi exactly, not rounded: {what}",
+              input={"dim": 16, "base": 10000.0, "scaling": scaling}, atol=0.0, rtol=1e-5)
+
+
+@kata_test(level=3, category="correctness", weight=1,
            description="linear scaling by f at position p equals no scaling at p / f")
 @settings(max_examples=20)
 @given(case=rope_cases(), factor=st.integers(2, 4))
@@ -148,7 +163,7 @@ def test_linear_scaling_equals_dividing_positions(solution, case, factor):
 
 @kata_test(level=3, category="api contract", weight=1,
            description="bad scaling (no or unknown type, the empty dict, a missing key, factor <= 0, "
-                       "low >= high) raises ValueError in rope_inv_freq and apply_rope")
+                       "low >= high; with factor 1.0 too) raises ValueError in rope_inv_freq and apply_rope")
 def test_scaling_rejects_bad_config(solution):
     x, positions = torch.ones(2, 8), torch.tensor([0, 1])
     for scaling in BAD_SCALINGS:

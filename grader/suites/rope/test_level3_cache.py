@@ -109,6 +109,20 @@ def test_decode_steps_equal_full_pass(solution, reference, num_prompt, num_decod
           atol=position_atol(x, torch.arange(total)), rtol=0.0)
 
 
+@kata_test(level=3, category="edge cases", weight=0.5,
+           description="RotaryEmbedding with int64, int32, int16, int8 and uint8 positions, (T,) and (B, T)")
+def test_rotary_embedding_integer_position_dtypes(solution, reference):
+    for i, dtype in enumerate((torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)):
+        embedding = make_embedding(solution, 4)
+        for j, values in enumerate(([0, 5, 127], [[1, 0, 1], [3, 2, 100]])):
+            positions = torch.tensor(values, dtype=dtype)
+            x = seeded_x(130 + 2 * i + j, (2, 1, 3, 6))
+            expect_rotated(embed(embedding, x, positions, dim=4), reference, x, positions,
+                           f"RotaryEmbedding(4) with {str(dtype)[6:]} positions {tuple(positions.shape)}: "
+                           "positions of any integer dtype, as in apply_rope (table rows by position, "
+                           "not a mask)", rotary_dim=4)
+
+
 @kata_test(level=3, category="api contract", weight=0.5,
            description="RotaryEmbedding(dim) on x with D < dim raises ValueError")
 def test_rotary_embedding_rejects_dim_larger_than_input(solution):

@@ -115,6 +115,12 @@ def same_hypotheses(got: list, expected: list) -> bool:
     return all(math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-6) for (_, a), (_, b) in zip(got, expected))
 
 
+def same_hypothesis_set(got: list, expected: list) -> bool:
+    """Like same_hypotheses, but in any order: for results whose scores all tie (the order of
+    equal scores is the candidate's choice)."""
+    return same_hypotheses(sorted(got, key=lambda h: h[0]), sorted(expected, key=lambda h: h[0]))
+
+
 def shown_hypotheses(hyps: list) -> list:
     return [(tokens, round(score, 6)) for tokens, score in hyps]
 

@@ -33,6 +33,8 @@ RULES = {
          "test_top_p_set_is_a_prefix_by_probability"),
     "top-p at an exact boundary keeps the set that reaches top_p and nothing more":
         "test_top_p_exact_boundary",
+    "top-p's softmax is over the logits as given, whatever their magnitude: adding a constant "
+    "to a row (+-1000 included) keeps the same tokens": "test_top_p_ignores_a_constant_shift",
     "top_p = 1.0 disables top-p (tokens of vanishing probability survive)":
         "test_top_p_one_disables_top_p",
     "at least min_tokens_to_keep tokens (the most probable) survive in every row":
@@ -48,6 +50,8 @@ RULES = {
                     "test_filter_applies_to_tempered_logits",
                     "test_sample_frequencies_match_filtered_distribution"),
     "sample: a token the filter removes is never drawn": "test_sample_never_picks_a_filtered_token",
+    "sample: top-k keeps the tokens tied with the k-th value, and sample draws among them "
+    "(top_k = 1 is not greedy)": "test_sample_draws_among_tokens_tied_at_top_k",
     "sample: each row is drawn from its own logits": "test_sample_rows_use_their_own_logits",
     "sample: every draw comes from the generator given (its current state)":
         "test_sample_uses_the_generator",
@@ -101,7 +105,7 @@ def test_top_p_one_disables_top_p(solution):
 
 
 @kata_test(level=1, category="api contract",
-           description="the filter keeps the dtype of logits: float32, float64, float16, bfloat16")
+           description="in every float dtype the filter returns a new tensor of that dtype; logits untouched")
 def test_filter_keeps_every_float_dtype(solution):
     # Probabilities .6/.25/.1/.05, far from every boundary used: top_k = 3 leaves .63/.26/.11,
     # top_p = .8 then keeps the same tokens in every dtype as in float32.
@@ -117,6 +121,17 @@ def test_filter_keeps_every_float_dtype(solution):
         want = kept_mask(as_float32).tolist() if isinstance(as_float32, torch.Tensor) else None
         expect(keep.tolist() == want, f"in {dtype} the same tokens are kept as in float32",
                input=inp, expected=f"kept {want} (your float32 result)", got=f"kept {keep.tolist()}")
+        # The caller's own tensor, filtered and unfiltered: a cast to a working dtype is a
+        # copy for the other dtypes but the tensor itself for its own (e.g. .to(float64)).
+        for k, p in ((3, 0.8), (0, 1.0)):
+            given_logits = x.clone()
+            out = call(solution.top_k_top_p_filter, given_logits, k, p, what="top_k_top_p_filter")
+            inp = {"logits": x, "top_k": k, "top_p": p}
+            expect(torch.equal(given_logits, x), f"{dtype} logits are not modified", input=inp,
+                   expected=x, got=given_logits)
+            expect(isinstance(out, torch.Tensor) and out is not given_logits
+                   and out.data_ptr() != given_logits.data_ptr(), f"for {dtype} logits the result "
+                   "is a new tensor, not the input", input=inp)
 
 
 @kata_test(level=1, category="edge cases", weight=1.5,
@@ -134,6 +149,22 @@ def test_top_p_exact_boundary(solution):
         expect(keep[0].tolist() == expected, "at an exact boundary the set that reaches top_p "
                "exactly is kept, and nothing more", input=inp,
                expected=f"kept {expected}", got=f"kept {keep[0].tolist()}")
+
+
+@kata_test(level=1, category="edge cases",
+           description="top-p keeps the same tokens when a constant is added to the logits (+-1000)")
+def test_top_p_ignores_a_constant_shift(solution):
+    # Probabilities .705/.259/.035/0 (top_k = 3 removes the last): top_p = .5 keeps token 0,
+    # top_p = .9 tokens 0 and 1. Softmax is shift-invariant, but exp(100) overflows float32
+    # and exp(-1000) underflows every dtype: only a max-subtracted softmax gets these rows.
+    base = torch.tensor([0.0, -1.0, -3.0, -100.0])
+    for shift in (0.0, 100.0, 1000.0, -1000.0):
+        logits = torch.stack([base + shift, base.flip(0) + shift])  # exact in float32
+        for top_k, top_p, num_kept in ((0, 0.5, 1), (0, 0.9, 2), (3, 0.9, 2)):
+            want = [[i < num_kept for i in range(4)], [i >= 4 - num_kept for i in range(4)]]
+            expect_kept(solution, logits, want, f"top-p on logits shifted by {shift:+g} keeps the "
+                        "tokens it keeps unshifted (the softmax over the survivors must not "
+                        "overflow or underflow)", top_k=top_k, top_p=top_p)
 
 
 @kata_test(level=1, category="correctness",
@@ -400,6 +431,27 @@ def test_tiny_temperature_is_not_greedy(solution):
     expect(counts[0] >= 800 and counts[1] >= 800 and counts[2] == 0, "temperature 1e-6 divides "
            "the logits like any other: the two tied tokens come out about equally often",
            input=inp, expected="about 1000 / 1000 / 0", got=f"token counts {counts}")
+
+
+@kata_test(level=1, category="correctness",
+           description="top_k = 1 (or 2) with tied logits samples among every tied token")
+def test_sample_draws_among_tokens_tied_at_top_k(solution):
+    # top_k = 1 keeps both 2.0s (probability 1/2 each); top_k = 2 keeps the three 1.0s (1/3
+    # each). A shortcut to argmax or to topk's indices always picks the same tokens.
+    cases = [([2.0, 2.0, 0.0], 1, [0, 1], 15), ([0.0, 1.0, 1.0, 1.0, -1.0], 2, [1, 2, 3], 16)]
+    for logits, top_k, tied, seed in cases:
+        row = torch.tensor([logits])
+        inp = {"logits": row, "top_k": top_k, "draws": f"2000 rows, generator seed {seed}"}
+        got = sample_ids(call(solution.sample, row.repeat(2000, 1), 1.0, top_k, generator=gen(seed),
+                              what="sample"), 2000, len(logits), inp)
+        counts = torch.bincount(got, minlength=len(logits)).tolist()
+        # 3/4 of the expected count: more than 7 standard deviations below it.
+        floor = 0.75 * 2000 / len(tied)
+        ok = all(counts[i] >= floor for i in tied) and sum(counts[i] for i in tied) == 2000
+        expect(ok, f"top_k = {top_k} keeps every token tied with the k-th largest logit and "
+               "sample draws among them with equal probability (only temperature 0 is greedy)",
+               input=inp, expected=f"about {2000 // len(tied)} draws of each of tokens {tied}, "
+               "none of the others", got=f"token counts {counts}")
 
 
 @kata_test(level=1, category="api contract",

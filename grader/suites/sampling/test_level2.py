@@ -15,15 +15,18 @@ from hypothesis import given, settings, strategies as st
 from grader.protocol import PropertyFailure, call, expect, kata_test
 from grader.suites.sampling.beam_models import (
     TinyModel, all_sequences, beam_cases, case_input, make_model, reference_beam, run_beam,
-    run_table_case, same_hypotheses, shown_hypotheses, table_case)
+    run_table_case, same_hypotheses, same_hypothesis_set, shown_hypotheses, table_case)
 
 RULES = {
     "1. the search starts from one live beam: the prompt (which may be empty) with sum 0":
         "test_starts_from_one_live_beam",
     "step_fn gets a LongTensor (N, T): each row the prompt followed by the generated tokens":
         "test_step_fn_sees_prompt_plus_generated",
-    "2. candidates are ranked by sum; ties go to the lower beam index, then the lower token id":
-        "test_ties_broken_by_beam_then_token",
+    "2. candidates are ranked by sum; ties go to the lower beam index, then the lower token id "
+    "(also among many tied candidates)": "test_ties_broken_by_beam_then_token",
+    "2./3. every live beam x every token is a candidate, one of probability 0 (sum -inf) too: "
+    "it can become a live beam or a hypothesis (score -inf)":
+        "test_zero_probability_candidates_still_count",
     "3. an EOS candidate (whatever the EOS id) is a finished hypothesis only at rank < num_beams":
         "test_eos_counts_only_below_rank_num_beams",
     "3. other candidates become the live beams, in rank order, until there are num_beams":
@@ -32,7 +35,8 @@ RULES = {
         "test_scores_recomputable_from_step_fn",
     "4. an offered hypothesis not better than the worst of a full set is dropped":
         "test_equal_score_does_not_replace_worst",
-    "4. a better one replaces the worst (not the oldest, not the newest)":
+    "4. a better one replaces the worst (not the oldest, not the newest); the worst is "
+    "recomputed after each replacement":
         "test_better_hypothesis_replaces_the_worst",
     "5. the search goes on while a live beam can still beat the worst finished one":
         "test_keeps_searching_while_a_live_beam_can_win",
@@ -118,6 +122,15 @@ def test_better_hypothesis_replaces_the_worst(solution, reference):
                                                    length_penalty=1.0),
                    "an offered hypothesis better than the worst of a full set replaces the worst "
                    "(here the oldest)")
+    # C (length_penalty 1): [EOS] (log .2) and [1, EOS] (log(.16) / 2) fill the set;
+    # [1, 1, EOS] (log(.384) / 3) replaces [EOS], and the worst is now [1, EOS]: [1, 1, 1, EOS]
+    # (log(.1536) / 4) replaces it; the live [1, 1, 1, 1] (log(.1024) / 4) is then dropped.
+    # A worst score cached as the newcomer's (or kept as the evicted one's) goes wrong here.
+    table_c = {(): [0.2, 0.8], (1,): [0.2, 0.8], (1, 1): [0.6, 0.4], (1, 1, 1): [0.6, 0.4]}
+    run_table_case(solution, reference, table_case(table_c, vocab_size=2, num_beams=2,
+                                                   max_new_tokens=4, length_penalty=1.0),
+                   "after a replacement the worst of the set is the lowest score it now holds: "
+                   "two replacements in a row each evict the worst")
 
 
 @kata_test(level=2, category="correctness",
@@ -178,6 +191,37 @@ def test_ties_broken_by_beam_then_token(solution, reference):
     table = {(): [0.1, 0.3, 0.3, 0.3], (1,): [0.1, 0.2, 0.3, 0.4], (2,): [0.05, 0.4, 0.05, 0.5]}
     run_table_case(solution, reference, table_case(table, num_beams=2, max_new_tokens=2),
                    "among equal sums the lower beam index wins")
+    # Every probability 1/20 (EOS = 19): 20 tied candidates at step 1, 40 at step 2. The
+    # live beams are [0] and [1], then [0, 0] and [0, 1]; an unstable sort picks others once
+    # a tie is this wide. Both hypotheses score 2 log(1/20): compared in any order.
+    uniform = [1 / 20] * 20
+    table = {(): uniform, **{(token,): uniform for token in range(20)}}
+    case = table_case(table, vocab_size=20, eos_token_id=19, num_beams=2, max_new_tokens=2)
+    for dtype in (torch.float64, torch.float32):
+        got = run_beam(solution, make_model(case, dtype), case)
+        expected = reference_beam(reference, case, dtype)
+        expect(same_hypothesis_set(got, expected), "among many equal sums (40 candidates) the "
+               "lower beam index, then the lower token id, still wins",
+               input={"next-token probabilities": "1/20 for every token after every prefix",
+                      "eos_token_id": 19, "prompt": [], "num_beams": 2, "max_new_tokens": 2,
+                      "length_penalty": 0.0, "step_fn returns": str(dtype)},
+               expected=shown_hypotheses(expected), got=shown_hypotheses(got))
+
+
+@kata_test(level=2, category="edge cases",
+           description="candidates of probability 0 (sum -inf) still become live beams and hypotheses")
+def test_zero_probability_candidates_still_count(solution, reference):
+    # Three candidates, three beams: [EOS] (.6) is a hypothesis, [1] (.4) and [2] (0, sum -inf)
+    # the live beams, offered at the end: ([2], -inf) is the third hypothesis.
+    run_table_case(solution, reference, table_case({(): [0.6, 0.4, 0.0]}, vocab_size=3,
+                                                   num_beams=3, max_new_tokens=1, length_penalty=1.0),
+                   "every live beam x every token is a candidate, one of probability 0 too: with "
+                   "enough beams it becomes a live beam, then a hypothesis of score -inf")
+    # [EOS] has probability 0 but rank 2 < num_beams: a hypothesis of score -inf.
+    run_table_case(solution, reference, table_case({(): [0.0, 0.6, 0.4]}, vocab_size=3,
+                                                   num_beams=3, max_new_tokens=1, length_penalty=1.0),
+                   "an EOS candidate of probability 0 ranked below num_beams is a hypothesis "
+                   "(score -inf)")
 
 
 @kata_test(level=2, category="edge cases",

@@ -29,10 +29,11 @@ RULES = {
     "K = 0: one token drawn from target_probs[0]": "test_no_draft_tokens_emits_one_target_token",
     "the emitted tokens follow the target model's distribution exactly":
         ("test_first_token_follows_target_distribution", "test_later_tokens_follow_target_distribution"),
-    "every draw (acceptance, replacement, bonus) uses the generator given":
+    "every draw (acceptance, replacement, bonus, the K = 0 token) uses the generator given":
         ("test_every_draw_uses_the_generator", "test_verify_is_reproducible_with_a_generator"),
     "generator=None draws from torch's global generator": "test_verify_without_generator_uses_the_global_rng",
-    "returns a list of 1 to K + 1 Python ints": "test_verify_returns_python_ints",
+    "returns a list of 1 to K + 1 Python ints (accepted, replacement and bonus tokens alike)":
+        "test_verify_returns_python_ints",
     "probabilities in any float dtype": "test_verify_accepts_every_float_dtype",
 }
 
@@ -47,6 +48,7 @@ FORCED_SHOWN = {
     "acceptance": "K = 12, V = 2: draft tokens all 0, draft_probs rows [1, 0], target_probs rows "
                   "[.5, .5] (each accepted with probability 1/2, a rejection replaced by token 1), "
                   "then [1, 0] (bonus token 0)",
+    "no draft": "K = 0, V = 32: no draft tokens, target_probs[0] uniform (one token drawn from it)",
 }
 
 
@@ -67,6 +69,8 @@ def forced_cases(dtype: torch.dtype = torch.float32) -> dict[str, dict]:
         # token 1 and the bonus is token 0: only the acceptance draws decide the result.
         "acceptance": (torch.zeros(12, dtype=torch.long), torch.tensor([[1.0, 0.0]] * 12),
                        torch.cat([half.expand(12, 2), torch.tensor([[1.0, 0.0]])])),
+        # K = 0: the one token is drawn from target_probs[0], uniform over 32 tokens.
+        "no draft": (torch.zeros(0, dtype=torch.long), torch.zeros(0, WIDE_VOCAB), uniform[None]),
     }
     return {name: {"draft_tokens": t, "draft_probs": q.to(dtype), "target_probs": p.to(dtype), "seed": 0}
             for name, (t, q, p) in cases.items()}
@@ -77,7 +81,8 @@ def forced_cases(dtype: torch.dtype = torch.float32) -> dict[str, dict]:
 def test_every_draw_uses_the_generator(solution):
     what = {"bonus": "the bonus token (every draft accepted)",
             "replacement": "the replacement token (the draft token is rejected)",
-            "acceptance": "the accept / reject decisions"}
+            "acceptance": "the accept / reject decisions",
+            "no draft": "the one token of a K = 0 call"}
     for name, case in forced_cases().items():
         for seed in range(6):
             first, second = run_verify(solution, case, seed), run_verify(solution, case, seed)
@@ -99,15 +104,18 @@ def test_verify_without_generator_uses_the_global_rng(solution):
 
 
 @kata_test(level=3, category="api contract",
-           description="speculative_verify returns a list of Python ints")
+           description="speculative_verify returns a list of Python ints (accepted, replacement, bonus)")
 def test_verify_returns_python_ints(solution):
-    case = forced_cases()["bonus"]  # one draft token, always accepted, then the bonus
-    got = call(solution.speculative_verify, case["draft_tokens"].clone(), case["draft_probs"].clone(),
-               case["target_probs"].clone(), generator=gen(1), what="speculative_verify")
-    expect(isinstance(got, list) and len(got) >= 1 and all(type(t) is int for t in got),
-           "the emitted tokens are a list of Python ints (not tensors)", input=FORCED_SHOWN["bonus"],
-           expected="list[int]", got=f"{type(got).__name__} of {[type(t).__name__ for t in got]}"
-           if isinstance(got, list) else type(got).__name__)
+    # Each forced case ends its result one way: an accepted token then the bonus, a
+    # replacement, accepted tokens then a replacement or the bonus, the K = 0 token.
+    for name, case in forced_cases().items():
+        got = call(solution.speculative_verify, case["draft_tokens"].clone(), case["draft_probs"].clone(),
+                   case["target_probs"].clone(), generator=gen(1), what="speculative_verify")
+        expect(isinstance(got, list) and len(got) >= 1 and all(type(t) is int for t in got),
+               "the emitted tokens (accepted, replacement and bonus alike) are a list of Python "
+               "ints (not tensors)", input=FORCED_SHOWN[name], expected="list[int]",
+               got=f"{type(got).__name__} of {[type(t).__name__ for t in got]}"
+               if isinstance(got, list) else type(got).__name__)
 
 
 @kata_test(level=3, category="correctness",

@@ -1,9 +1,9 @@
 """Configs, random workloads and their readable text, shared by the levels.
 
-A workload is a list of calls: ("add", prompt_len, max_new_tokens, priority),
-("step", repeat) and, from level 3, ("abort", pick). The targeted tests write their calls
-out by hand instead (see lockstep.compare_script), so that the rule they test decides the
-outcome on every seed.
+A workload is a list of calls: ("add", prompt_len, max_new_tokens, priority[, arrival_time])
+(arrival_time defaults to the number of steps so far), ("step", repeat) and, from level 3,
+("abort", pick). The targeted tests write their calls out by hand instead (see
+lockstep.compare_script), so that the rule they test decides the outcome on every seed.
 """
 
 from __future__ import annotations

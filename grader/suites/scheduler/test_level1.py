@@ -29,8 +29,9 @@ RULES = {
     "rule 1a: decodes first — every running request whose prompt is complete decodes before "
     "any prefill chunk (a later but more urgent long prompt waits for the decodes)":
         "test_decodes_come_before_prefill_chunks",
-    "rule 1a: decodes are listed in urgency order (a later but more urgent request first)":
-        "test_decode_list_in_urgency_order",
+    "rule 1a: decodes are listed in urgency order (a later but more urgent request first; "
+    "requests tied on priority and arrival_time by smallest id, whatever the order they were "
+    "admitted in)": "test_decode_list_in_urgency_order",
     "rule 1b / rule 4: a chunk is min(remaining prompt, remaining budget), a first chunk "
     "min(prompt_len, budget), every chunk >= 1":
         ("test_chunks_are_min_of_remaining_prompt_and_budget", "test_token_budget_respected"),
@@ -129,11 +130,12 @@ def test_decodes_come_before_prefill_chunks(solution, reference, case):
 
 @st.composite
 def _decode_order_cases(draw):
-    """2-4 requests admitted one per step, least urgent first (distinct keys), each sized to
-    finish in the same step: decode and finished lists must be in urgency order."""
+    """2-4 requests admitted one per step, least urgent first, each sized to finish in the
+    same step: decode and finished lists must be in urgency order. Keys may tie in priority
+    and arrival_time; then the smaller id, added later, is the more urgent."""
     n = draw(st.integers(2, 4))
     keys = draw(st.lists(st.tuples(st.sampled_from([0, 1, 2]), st.sampled_from([0.0, 1.0, 3.0])),
-                         min_size=n, max_size=n, unique=True))
+                         min_size=n, max_size=n))
     keys.sort(reverse=True)
     ids = sorted(draw(st.permutations(["k", "m", "p", "x"]))[:n], reverse=True)
     ops = []
@@ -148,9 +150,14 @@ def _decode_order_cases(draw):
 @given(ops=_decode_order_cases())
 @example(ops=[("add", "z", 1, 4, 2), ("step", 1), ("add", "y", 1, 3, 1), ("step", 1),
               ("add", "x", 1, 2, 0), ("step", 4)])
+# Every arrival_time left at its default 0.0: c, b, a tie on (priority, arrival_time) and are
+# admitted largest id first, but decode (and finish) smallest id first.
+@example(ops=[("add", "c", 1, 4, 0, 0.0), ("step", 1), ("add", "b", 1, 3, 0, 0.0), ("step", 1),
+              ("add", "a", 1, 2, 0, 0.0), ("step", 4)])
 def test_decode_list_in_urgency_order(solution, reference, ops):
     compare_script(solution, reference, _cfg1(8, 4), ops,
-                   headline="rule 1a: decodes in urgency order; finished in urgency order")
+                   headline="rule 1a: decodes in urgency order (ties in priority and arrival_time "
+                            "by smallest id, not by admission); finished in urgency order")
 
 
 # ------------------------------------------------------------------------- budget and chunks

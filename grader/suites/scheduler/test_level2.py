@@ -22,15 +22,17 @@ RULES = {
     "than num_blocks": ("test_kv_blocks_within_pool", "test_blocks_are_ceil_of_slots"),
     "a chunk or a decode runs only if its new blocks are free; a first chunk is admitted only "
     "if its blocks are free": ("test_blocks_are_ceil_of_slots", "test_admission_never_skips_a_more_urgent_request"),
-    "rule 3: the victim is the least urgent running request (base priority, arrival, id)":
-        "test_preemption_evicts_least_urgent",
+    "rule 3: the victim is the least urgent running request (base priority, arrival, id), "
+    "whatever the order the running requests were admitted in (a request added later with an "
+    "equal or earlier arrival_time is the more urgent)": "test_preemption_evicts_least_urgent",
     "rule 3: preemption repeats until the blocks fit — two or more victims for one chunk, "
     "listed in preemption order; the pool is never over-committed": "test_one_step_preempts_several_victims",
     "a request finishing in this step holds its blocks until the step is applied":
         "test_finishing_request_holds_blocks_until_applied",
     "rule 3: a victim's blocks are freed and its progress reset to zero (recompute)":
         "test_preempted_request_restarts_from_zero",
-    "rule 3: a victim goes back to waiting with its original arrival time":
+    "rule 3: a victim goes back to waiting with its original arrival time, in its urgency place "
+    "there: behind more urgent waiting requests, ahead of less urgent ones":
         "test_victim_keeps_its_arrival_time",
     "rule 3: tokens a victim got this step are removed from the batch and refunded; the "
     "retried chunk is recomputed (a refund can enlarge it)":
@@ -39,6 +41,9 @@ RULES = {
         "test_finishing_victim_leaves_finished",
     "rule 3: if the least urgent running request is the request itself, it is preempted and "
     "phase 1 moves on": "test_request_preempts_itself_when_least_urgent",
+    "rule 3: victims go one at a time, least urgent first: every less urgent running request is "
+    "preempted before the request preempts itself, even when they cannot free enough blocks":
+        "test_request_preempts_itself_when_least_urgent",
     "rule 4: nothing is admitted in a step that preempted": "test_no_admission_in_a_step_that_preempted",
     "rule 4: admission resumes in the next step that does not preempt":
         "test_admission_resumes_after_a_preemption_step",
@@ -59,6 +64,12 @@ LEAST_URGENT_VICTIM = (config(2, 2, 2, 1), [("add", 1, 1, 0), ("add", 1, 1, 0), 
 # multi_victim_case(2, 2, False, 8, 11) as a trace: two decoders preempted for one chunk.
 TWO_VICTIMS = (config(8, 4, 9, 2), [("add", 2, 2, 0), ("add", 2, 9, 2), ("add", 2, 9, 3), ("step", 1),
                                     ("add", 11, 1, 1), ("step", 3)])
+# q99 is admitted in step 1, q98 in step 2 with the same priority and an equal (or earlier)
+# arrival_time: q98 is the more urgent, so q99, admitted first, is the victim in step 4.
+TIED_VICTIM_ADMITTED_FIRST = (config(4, 2, 5, 1), [("add", 1, 4, 0, 0.0), ("step", 1),
+                                                   ("add", 1, 4, 0, 0.0), ("step", 3)])
+LATER_ARRIVAL_VICTIM_ADMITTED_FIRST = (config(4, 2, 5, 1), [("add", 1, 4, 0, 5.0), ("step", 1),
+                                                            ("add", 1, 4, 0, 0.0), ("step", 3)])
 
 
 @kata_test(level=2, category="correctness", weight=3,
@@ -110,6 +121,17 @@ def test_request_preempts_itself_when_least_urgent(solution, reference):
                    [("add", "low", 3, 5, 3), ("step", 1), ("add", "urgent", 6, 4, 0), ("drain",)], headline)
     compare_script(solution, reference, config(2, 3, 5, 2),
                    [("add", "low", 7, 3, 3), ("step", 1), ("add", "urgent", 5, 2, 0), ("drain",)], headline)
+    # Step 3: s's chunk needs more blocks than even preempting every less urgent decoder frees
+    # (v; v1 after v2 was preempted for v1's decode). They still go first, one at a time, their
+    # decodes refunded, and only then s itself: m alone decodes.
+    headline = ("rule 3: victims go least urgent first, one at a time — every less urgent running "
+                "request is preempted before the request itself, even when that cannot free enough")
+    compare_script(solution, reference, config(8, 3, 14, 1),
+                   [("add", "m", 1, 9, 0), ("add", "v", 1, 9, 2), ("step", 1), ("add", "s", 12, 1, 1),
+                    ("drain",)], headline)
+    compare_script(solution, reference, config(8, 4, 12, 1),
+                   [("add", "m", 1, 9, 0), ("add", "v1", 1, 9, 2), ("add", "v2", 1, 9, 3), ("step", 1),
+                    ("add", "s", 10, 1, 1), ("drain",)], headline)
 
 
 @kata_test(level=2, category="correctness",
@@ -121,6 +143,13 @@ def test_victim_keeps_its_arrival_time(solution, reference):
                    [("add", "a", 3, 2, 1, 0.0), ("add", "b", 5, 2, 1, 0.0), ("step", 1),
                     ("add", "u", 6, 1, 0), ("drain",)],
                    headline="rule 3: a victim keeps its original arrival time")
+    # Step 3: v (priority 2) preempts itself while w (1) and x (3) wait: w is admitted before
+    # v, and v before x (a victim is queued by urgency, neither at the front nor at the back).
+    compare_script(solution, reference, config(4, 2, 5, 1),
+                   [("add", "a", 1, 4, 0, 0.0), ("add", "v", 1, 4, 2, 0.0), ("step", 1),
+                    ("add", "w", 1, 1, 1), ("add", "x", 1, 1, 3), ("drain",)],
+                   headline="rule 3: a victim waits in its urgency place (behind more urgent waiting "
+                            "requests, ahead of less urgent ones)")
 
 
 @kata_test(level=2, category="correctness",
@@ -197,6 +226,8 @@ def test_kv_blocks_within_pool(solution, scenario):
 @given(scenario=scenarios(2))
 @example(scenario=LEAST_URGENT_VICTIM)
 @example(scenario=TWO_VICTIMS)
+@example(scenario=TIED_VICTIM_ADMITTED_FIRST)
+@example(scenario=LATER_ARRIVAL_VICTIM_ADMITTED_FIRST)
 def test_preemption_evicts_least_urgent(solution, scenario):
     drive(solution, scenario, "victim")
 

@@ -193,7 +193,7 @@ def drive(solution: Any, scenario: tuple[dict, list[tuple]], check: str | None,
         if op[0] == "add":
             rid = f"q{99 - len(ids)}"  # later arrivals get smaller ids: arrival must decide ties
             p, m = fit(cfg, op[1], op[2])
-            t = float(model.num_steps)
+            t = float(op[4]) if len(op) > 4 else float(model.num_steps)  # the step, unless given
             model.calls.append(request_text(rid, p, m, op[3], t))
             call(lambda: sched.add_request(solution.Request(rid, p, m, op[3], t)),
                  "add_request", model.calls, source)

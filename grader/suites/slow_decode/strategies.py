@@ -40,21 +40,33 @@ MODEL_SEEDS = st.integers(0, 31)
 FLOPS_BUDGET = 1.2   # the statement: at most 1.2x the FLOPs of the cached reference
 
 
-def fresh_model(seed: int, num_heads: int = 4) -> TinyLM:
+# Models of other shapes than the suite's default: every attribute a solution reads (head_dim
+# for the scale, max_seq_len, vocab_size, d_model, num_layers) differs from TinyLM()'s.
+OTHER_SHAPES = ({"vocab_size": 48, "d_model": 24, "num_heads": 1, "num_layers": 1, "max_seq_len": 20},
+                {"vocab_size": 80, "d_model": 48, "num_heads": 3, "num_layers": 3, "max_seq_len": 40})
+
+
+def fresh_model(seed: int, num_heads: int = 4, **shape: int) -> TinyLM:
     """A new TinyLM (never shared between calls: a solution that edits the weights must not
-    change what the next test sees)."""
-    model = TinyLM(vocab_size=VOCAB, d_model=D_MODEL, num_heads=num_heads, num_layers=NUM_LAYERS,
-                   max_seq_len=MAX_SEQ_LEN, seed=seed)
+    change what the next test sees). `shape` overrides vocab_size, d_model, num_layers or
+    max_seq_len."""
+    config = {"vocab_size": VOCAB, "d_model": D_MODEL, "num_heads": num_heads, "num_layers": NUM_LAYERS,
+              "max_seq_len": MAX_SEQ_LEN, **shape}
+    model = TinyLM(**config, seed=seed)
     # How a failure's snippet rebuilds it (grader/engine/transcript.py): the same weights.
-    model._kata_rebuild = (f"{TinyLM.__module__}.TinyLM(vocab_size={VOCAB}, d_model={D_MODEL}, "
-                           f"num_heads={num_heads}, num_layers={NUM_LAYERS}, "
-                           f"max_seq_len={MAX_SEQ_LEN}, seed={seed})")
+    model._kata_rebuild = (f"{TinyLM.__module__}.TinyLM("
+                           + "".join(f"{k}={v}, " for k, v in config.items()) + f"seed={seed})")
     return model
 
 
-def random_prompts(seed: int, lengths: list[int]) -> list[list[int]]:
+def model_text(seed: int, **shape: int) -> str:
+    """How a failure shows a model of another shape: TinyLM(seed=3, num_heads=1, ...)."""
+    return f"TinyLM(seed={seed}" + "".join(f", {k}={v}" for k, v in shape.items()) + ")"
+
+
+def random_prompts(seed: int, lengths: list[int], vocab_size: int = VOCAB) -> list[list[int]]:
     gen = torch.Generator().manual_seed(seed)
-    return [torch.randint(0, VOCAB, (n,), generator=gen).tolist() for n in lengths]
+    return [torch.randint(0, vocab_size, (n,), generator=gen).tolist() for n in lengths]
 
 
 @st.composite
@@ -103,28 +115,31 @@ def confirmed_margins(model: TinyLM, prompts: list[list[int]], outputs: list[lis
 
 
 @lru_cache(maxsize=512)
-def _greedy(model_seed: int, num_heads: int, prompts: tuple, max_new_tokens: int) -> tuple[tuple, float]:
-    model = fresh_model(model_seed, num_heads)
+def _greedy(model_seed: int, num_heads: int, prompts: tuple, max_new_tokens: int,
+            shape: tuple[tuple[str, int], ...] = ()) -> tuple[tuple, float]:
+    model = fresh_model(model_seed, num_heads, **dict(shape))
     outputs = reference_decode.generate(model, [list(p) for p in prompts], max_new_tokens)
     margin = min(confirmed_margins(model, [list(p) for p in prompts], outputs)) if max_new_tokens else math.inf
     return tuple(tuple(o) for o in outputs), margin
 
 
 def slow_tokens(model_seed: int, prompts: list[list[int]], max_new_tokens: int,
-                eos_id: int | None = None, num_heads: int = 4) -> list[list[int]]:
+                eos_id: int | None = None, num_heads: int = 4, **shape: int) -> list[list[int]]:
     """generate_slow's tokens (see the module's docstring; use only where clear_margin holds).
     With eos_id, each request's tokens are cut right after the first EOS: greedy decoding is
-    deterministic, so that is generate_slow's output with eos_id."""
-    out = [list(o) for o in _greedy(model_seed, num_heads, _key(prompts), max_new_tokens)[0]]
+    deterministic, so that is generate_slow's output with eos_id. `shape` as for fresh_model."""
+    greedy = _greedy(model_seed, num_heads, _key(prompts), max_new_tokens, tuple(sorted(shape.items())))
+    out = [list(o) for o in greedy[0]]
     if eos_id is not None:
         out = [o[: o.index(eos_id) + 1] if eos_id in o else o for o in out]
     return out
 
 
 def clear_margin(model_seed: int, prompts: list[list[int]], max_new_tokens: int,
-                 num_heads: int = 4) -> bool:
+                 num_heads: int = 4, **shape: int) -> bool:
     """True when every greedy choice of generate_slow on this input wins by MIN_MARGIN."""
-    return _greedy(model_seed, num_heads, _key(prompts), max_new_tokens)[1] >= MIN_MARGIN
+    greedy = _greedy(model_seed, num_heads, _key(prompts), max_new_tokens, tuple(sorted(shape.items())))
+    return greedy[1] >= MIN_MARGIN
 
 
 # ------------------------------------------------------------------ the FLOP budget
@@ -193,6 +208,18 @@ def eos_scenario(model_seed: int, *, runner: bool, max_new_tokens: int = 12) -> 
             return {"model_seed": model_seed, "prompts": prompts, "max_new_tokens": longest,
                     "eos_id": eos_id, "finish_steps": steps}
     raise AssertionError(f"no EOS scenario for model seed {model_seed}")  # pragma: no cover
+
+
+@lru_cache(maxsize=16)
+def same_step_scenario(model_seed: int) -> dict[str, Any]:
+    """eos_scenario's first three finishing requests twice each, in rows that are not next to
+    each other, around its runner: two requests generate the EOS at each of three steps (the
+    first pair at step 0), while the runner never does."""
+    work = eos_scenario(model_seed, runner=True)
+    f0, f1, f2 = work["prompts"][:3]
+    s0, s1, s2 = work["finish_steps"][:3]
+    return {**work, "prompts": [f0, f1, work["prompts"][-1], f0, f2, f1, f2],
+            "finish_steps": [s0, s0, s1, s1, s2, s2]}
 
 
 @lru_cache(maxsize=1)

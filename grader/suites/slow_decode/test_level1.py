@@ -11,22 +11,26 @@ from hypothesis import assume, example, given, settings, strategies as st
 
 from grader.protocol import expect, kata_test
 from grader.suites._measure import count_flops
-from grader.suites.slow_decode.strategies import (FLOPS_BUDGET, MAX_SEQ_LEN, cached_flops,
+from grader.suites.slow_decode.strategies import (FLOPS_BUDGET, MAX_SEQ_LEN, OTHER_SHAPES, cached_flops,
                                                   check_tokens, check_weights_unchanged, clear_margin,
-                                                  fresh_model, random_prompts, run_generate, shown,
-                                                  slow_tokens, snapshot, workloads)
+                                                  fresh_model, model_text, random_prompts, run_generate,
+                                                  shown, slow_tokens, snapshot, workloads)
 
 RULES = {
     "generate returns generate_slow's tokens: the new tokens of each request, max_new_tokens of "
     "them": "test_tokens_match_generate_slow",
     "max_new_tokens = 0 gives R empty lists; max_new_tokens = 1 needs the prefill only":
         "test_zero_and_one_new_tokens",
-    "a sequence may fill the model: len(prompt) + max_new_tokens == max_seq_len":
-        "test_generation_up_to_max_seq_len",
+    "a sequence may fill the model: len(prompt) + max_new_tokens == model.max_seq_len, whatever "
+    "the model's max_seq_len": ("test_generation_up_to_max_seq_len", "test_tokens_match_on_other_model_shapes"),
+    "any TinyLM: sizes (head_dim for the scale, max_seq_len, vocab_size, d_model, num_layers) come "
+    "from the model passed in": "test_tokens_match_on_other_model_shapes",
     "the model's weights are used and not changed (values, dtypes), call after call":
         "test_model_weights_unchanged",
     "total FLOPs of a generation at most 1.2x those of the KV-cached reference (no step "
     "recomputes the prefix)": "test_flops_within_cached_budget",
+    "the budget holds for every generation: max_new_tokens = 1 is the prefill only, no step after "
+    "the last token": "test_flops_within_budget_for_few_new_tokens",
 }
 
 
@@ -67,6 +71,25 @@ def test_generation_up_to_max_seq_len(solution):
                  f"is predicted at position {MAX_SEQ_LEN - 2}", shown(work))
 
 
+@kata_test(level=1, category="correctness", weight=2,
+           description="generate_slow's tokens on TinyLMs of other shapes, filled to their max_seq_len")
+def test_tokens_match_on_other_model_shapes(solution):
+    new_tokens = 6
+    for shape in OTHER_SHAPES:
+        lengths, vocab_size = [shape["max_seq_len"] - new_tokens] * 2, shape["vocab_size"]
+        seed = next(s for s in range(40)
+                    if clear_margin(s, random_prompts(s + 100, lengths, vocab_size), new_tokens, **shape))
+        prompts = random_prompts(seed + 100, lengths, vocab_size)
+        work = {"model_seed": seed, "prompts": prompts, "max_new_tokens": new_tokens}
+        got = run_generate(solution, fresh_model(seed, **shape), work)
+        head_dim = shape["d_model"] // shape["num_heads"]
+        check_tokens(got, slow_tokens(seed, prompts, new_tokens, **shape),
+                     "generate works on any TinyLM: every size comes from the model passed in, not "
+                     f"from TinyLM()'s defaults (here the scale is 1 / sqrt({head_dim}), and prompt "
+                     f"plus new tokens fill max_seq_len = {shape['max_seq_len']})",
+                     shown(work, model=model_text(seed, **shape)))
+
+
 @kata_test(level=1, category="api contract", weight=2,
            description="generate leaves the model's weights unchanged, call after call")
 @settings(max_examples=2)
@@ -82,6 +105,24 @@ def test_model_weights_unchanged(solution, seed):
         check_weights_unchanged(model, before, shown(work, call=call_number))
         check_tokens(got, want, f"call {call_number} on the same model returns generate_slow's "
                                 f"tokens (no state survives between calls)", shown(work, call=call_number))
+
+
+@kata_test(level=1, category="efficiency", weight=2,
+           description="the FLOP budget holds for 1 and 2 new tokens: no step after the last token")
+def test_flops_within_budget_for_few_new_tokens(solution):
+    # One-token prompts: a decoding step costs about as much as the prefill, so a step whose
+    # token is thrown away doubles the FLOPs of max_new_tokens = 1 and adds half to 2.
+    for n in (1, 2):
+        work = {"model_seed": 3, "prompts": [[5], [40]], "max_new_tokens": n}
+        model = fresh_model(3)   # built outside the count
+        got = count_flops(lambda: run_generate(solution, model, work))
+        budget = cached_flops(work["prompts"], slow_tokens(3, work["prompts"], n))
+        expect(got <= FLOPS_BUDGET * budget,
+               "the budget holds for every generation, the shortest too: max_new_tokens = 1 is the "
+               "prefill only, and no decoding step runs after the last token is known",
+               input=shown(work),
+               expected=f"<= {FLOPS_BUDGET * budget / 1e6:.3f} MFLOPs (cached reference: {budget / 1e6:.3f})",
+               got=f"{got / 1e6:.3f} MFLOPs ({got / budget:.2f}x)")
 
 
 @kata_test(level=1, category="efficiency", weight=3,

@@ -16,11 +16,13 @@ from grader.protocol import expect, kata_test
 from grader.suites._measure import count_flops, count_syncs
 from grader.suites.slow_decode.strategies import (FLOPS_BUDGET, cached_flops, check_tokens,
                                                   clear_margin, eos_scenario, eos_zero_workload, fresh_model,
-                                                  run_generate, shown, slow_tokens, workloads)
+                                                  run_generate, same_step_scenario, shown, slow_tokens,
+                                                  workloads)
 
 RULES = {
     "with eos_id, a request stops right after generating it; the EOS is included":
         ("test_eos_stops_each_request", "test_requests_finish_at_different_steps"),
+    "several requests that generate the EOS at the same step all stop": "test_requests_finish_at_the_same_step",
     "eos_id = 0 is an EOS like any other id (not 'no eos_id')": "test_eos_id_zero_stops_too",
     "only generated tokens count: an eos_id inside a prompt stops nothing":
         "test_eos_in_prompt_stops_nothing",
@@ -70,6 +72,18 @@ def test_requests_finish_at_different_steps(solution, seed):
     check_tokens(got, slow_tokens(seed, work["prompts"], work["max_new_tokens"], work["eos_id"]),
                  "requests finishing at steps " + str(work["finish_steps"]) + " (one at its first "
                  "token) stop right after their EOS; the last one runs to max_new_tokens", shown(work))
+
+
+@kata_test(level=3, category="correctness", weight=2,
+           description="requests that generate the EOS at the same step all stop after it")
+def test_requests_finish_at_the_same_step(solution):
+    for seed in (0, 1):
+        work = same_step_scenario(seed)
+        got = run_generate(solution, fresh_model(seed), work)
+        check_tokens(got, slow_tokens(seed, work["prompts"], work["max_new_tokens"], work["eos_id"]),
+                     "every request that generates the EOS stops right after it, also when another "
+                     "generates it at the same step (two requests finish at each of steps "
+                     f"{sorted(set(work['finish_steps']))}); the runner goes on", shown(work))
 
 
 @kata_test(level=3, category="edge cases", weight=1,

@@ -41,6 +41,8 @@ class LoRALinear(nn.Module):
     def _drop(self, x: Tensor) -> Tensor:
         if not self.training or self.dropout == 0.0:
             return x
+        if self.dropout == 1.0:  # nn.Dropout(1.0): everything dropped, no 0 / 0
+            return torch.zeros_like(x)
         keep = torch.empty_like(x).bernoulli_(1.0 - self.dropout)
         return x * keep / (1.0 - self.dropout)
 

@@ -23,7 +23,7 @@ def _clean(x: Tensor, valid: Tensor) -> Tensor:
 
 
 def _mean(x: Tensor, valid: Tensor) -> Tensor:
-    return _clean(x, valid).sum() / valid.to(x.dtype).sum()
+    return _clean(x, valid).sum() / valid.sum()
 
 
 def ppo_policy_loss(logprobs, old_logprobs, advantages, mask, clip_eps=0.2):

@@ -102,7 +102,7 @@ class RotaryEmbedding:
         if needed > self.cached_positions:
             new = torch.arange(self.cached_positions, needed, dtype=torch.float64)
             self.table = torch.cat((self.table, new[:, None] * self.w))
-        angles = self.table[positions]
+        angles = self.table[positions.long()]  # int16 / int8 / uint8 positions index as int64
         if positions.dim() == 2 and x.dim() == 4:
             angles = angles[:, None]
         return _rotate(x, angles, interleaved=False)

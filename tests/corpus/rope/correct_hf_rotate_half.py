@@ -100,6 +100,7 @@ class RotaryEmbedding:
         needed = int(positions.max()) + 1
         if needed > self.cached_positions:
             self._build(max(needed, 2 * self.cached_positions))
-        cos = self.cos[positions].to(x.dtype)
-        sin = self.sin[positions].to(x.dtype)
+        rows = positions.long()  # int16 / int8 / uint8 positions index as int64
+        cos = self.cos[rows].to(x.dtype)
+        sin = self.sin[rows].to(x.dtype)
         return _apply(x, cos, sin, False)

@@ -203,8 +203,9 @@ class RotaryEmbedding:
         positions = _check_positions(x, positions)
         if positions.numel():
             self._grow(int(positions.max()) + 1)
-        cos = _fit_to_x(self._cos[positions], x)  # (T, dim/2), (B, T, dim/2) or (B, 1, T, dim/2)
-        sin = _fit_to_x(self._sin[positions], x)
+        rows = positions.long()  # int16 / int8 / uint8 positions index as int64
+        cos = _fit_to_x(self._cos[rows], x)  # (T, dim/2), (B, T, dim/2) or (B, 1, T, dim/2)
+        sin = _fit_to_x(self._sin[rows], x)
         return rotate(x, cos, sin)
 
     def _grow(self, num_positions: int) -> None:
