@@ -14,7 +14,7 @@ import pytest
 from grader.catalog import load_catalog
 from grader.grading import check
 from grader.statement import StatementError, load_statement, parse_statement, render
-from tests.kata_testing import (REPO_ROOT, SEED, corpus_manifest, failed_tests, grade_file,
+from tests.kata_testing import (REPO_ROOT, SEED, SEEDS, corpus_manifest, failed_tests, grade_file,
                                 manifest_path)
 
 KATAS = sorted(load_catalog().katas.values(), key=lambda k: k.slug)
@@ -222,3 +222,6 @@ def test_a_corpus_check_grades_only_the_tests_that_decide_it():
     assert ran == deciding_tests("kv-budget", entry)
     assert ran == {n for n, lv in levels.items() if lv < entry.level} | set(entry.rejected_by)
     assert {n for n, lv in levels.items() if lv == entry.level} - ran  # some were left out
+    # under the second seed, the rejecting tests alone (corpus_sweep.py checks lower levels)
+    card = assert_rejected_at_level("kv-budget", entry, seed=SEEDS[1])
+    assert {t.name for t in card.tests} == set(entry.rejected_by)
