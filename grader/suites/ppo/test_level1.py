@@ -49,9 +49,9 @@ RULES = {
         "test_policy_loss_keeps_every_float_dtype",
     "legal edge inputs: one valid token, T = 1, rows without padding, tiny and huge clip_eps":
         "test_policy_loss_edge_masks_and_clip_ranges",
-    "mask: bool or 0/1 floats of any float dtype give the same results": "test_bool_and_float_masks_agree",
-    "mask: 0/1 floats also agree when bfloat16 or float16 cannot hold the token count":
-        "test_float_masks_agree_on_long_rows",
+    "mask: bool or 0/1 floats give the same results (drawn batches)": "test_bool_and_float_masks_agree",
+    "mask: 0/1 floats of every float dtype agree, also when bfloat16 or float16 cannot hold "
+    "the token count": "test_float_masks_agree_on_fixed_rows",
     "ValueError: a shape differs from mask's, or clip_eps <= 0 (0.0 included); the next call "
     "is unaffected": "test_policy_loss_rejects_bad_input",
     "constraint: no Python loop": "test_policy_loss_has_no_python_loop",
@@ -163,20 +163,25 @@ def test_policy_loss_counts_tokens_beyond_float16_range(solution, reference):
 
 
 @kata_test(level=1, category="api contract",
-           description="0/1 float masks of every float dtype agree with the bool mask on long rows")
-def test_float_masks_agree_on_long_rows(solution):
-    # A row of 257 valid tokens and 2,057 in all: bfloat16 rounds 257 to 256 and float16 rounds
-    # 2,057 to 2,056, so a token count taken in the mask's dtype is off.
-    b = fixed_batch(right_padded_rows(LONG_ROW_LENGTHS, 300), POLICY, seed=9, fill=5.0)
-    valid = valid_of(b["mask"])
-    loss_b, stats_b, grad_b = run_policy(solution, policy_inputs(b, 0.2))
-    for kind in MASK_FLOAT_DTYPES:
-        as_float = policy_inputs({**b, "mask": valid.to(kind)}, 0.2)
-        loss_f, stats_f, grad_f = run_policy(solution, as_float)
-        prop = f"a {kind} 0/1 mask with {sum(LONG_ROW_LENGTHS):,} valid tokens gives the bool mask's"
-        check_close(loss_f.detach(), loss_b.detach(), f"{prop} loss", input=as_float)
-        check_stats(stats_f, {k: scalar_of(v, k, as_float) for k, v in stats_b.items()}, prop, as_float)
-        check_grad(grad_f, grad_b, f"{prop} gradient", as_float)
+           description="0/1 float masks of every float dtype agree with the bool mask, on short "
+                       "and on long rows")
+def test_float_masks_agree_on_fixed_rows(solution):
+    # Rows of 1 and 4 valid tokens; then a row of 257 valid tokens and 2,057 in all: bfloat16
+    # rounds 257 to 256 and float16 rounds 2,057 to 2,056, so a token count taken in the mask's
+    # dtype is off.
+    short = fixed_batch(FIXED_MASKS["rows of 1 and 4 valid tokens"], POLICY, seed=9, fill=5.0)
+    long = fixed_batch(right_padded_rows(LONG_ROW_LENGTHS, 300), POLICY, seed=9, fill=5.0)
+    for b in (short, long):
+        valid = valid_of(b["mask"])
+        loss_b, stats_b, grad_b = run_policy(solution, policy_inputs(b, 0.2))
+        for kind in MASK_FLOAT_DTYPES:
+            as_float = policy_inputs({**b, "mask": valid.to(kind)}, 0.2)
+            loss_f, stats_f, grad_f = run_policy(solution, as_float)
+            prop = f"a {kind} 0/1 mask with {int(valid.sum()):,} valid tokens gives the bool mask's"
+            check_close(loss_f.detach(), loss_b.detach(), f"{prop} loss", input=as_float)
+            check_stats(stats_f, {k: scalar_of(v, k, as_float) for k, v in stats_b.items()}, prop,
+                        as_float)
+            check_grad(grad_f, grad_b, f"{prop} gradient", as_float)
 
 
 @kata_test(level=1, category="edge cases",
@@ -409,17 +414,15 @@ def test_policy_gradients_flow_to_logprobs_only(solution, b, clip_eps):
 @FAST
 @given(b=batches(POLICY), clip_eps=CLIP_EPS)
 def test_bool_and_float_masks_agree(solution, b, clip_eps):
-    # Drawn batches, then a fixed float64 batch with float32 and float16 masks.
-    fixed = fixed_batch(FIXED_MASKS["rows of 1 and 4 valid tokens"], POLICY, seed=9, fill=5.0)
-    for batch, kinds in ((b, (b["logprobs"].dtype,)), (fixed, (torch.float32, torch.float16))):
-        valid = valid_of(batch["mask"])
-        as_bool = policy_inputs({**batch, "mask": valid}, clip_eps)
-        loss_b, stats_b, grad_b = run_policy(solution, as_bool)
-        for kind in kinds:
-            as_float = policy_inputs({**batch, "mask": valid.to(kind)}, clip_eps)
-            loss_f, stats_f, grad_f = run_policy(solution, as_float)
-            check_close(loss_f.detach(), loss_b.detach(), "a 0/1 float mask gives the bool mask's "
-                        "loss", input=as_float)
-            check_stats(stats_f, {k: scalar_of(v, k, as_bool) for k, v in stats_b.items()},
-                        "float mask vs bool mask", as_float)
-            check_grad(grad_f, grad_b, "a 0/1 float mask gives the bool mask's gradient", as_float)
+    # Drawn batches, the mask as floats of the batch's dtype; every float dtype on fixed batches
+    # is test_float_masks_agree_on_fixed_rows (run once, not once per example).
+    valid = valid_of(b["mask"])
+    as_bool = policy_inputs({**b, "mask": valid}, clip_eps)
+    loss_b, stats_b, grad_b = run_policy(solution, as_bool)
+    as_float = policy_inputs({**b, "mask": valid.to(b["logprobs"].dtype)}, clip_eps)
+    loss_f, stats_f, grad_f = run_policy(solution, as_float)
+    check_close(loss_f.detach(), loss_b.detach(), "a 0/1 float mask gives the bool mask's loss",
+                input=as_float)
+    check_stats(stats_f, {k: scalar_of(v, k, as_bool) for k, v in stats_b.items()},
+                "float mask vs bool mask", as_float)
+    check_grad(grad_f, grad_b, "a 0/1 float mask gives the bool mask's gradient", as_float)
