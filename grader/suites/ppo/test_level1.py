@@ -172,16 +172,22 @@ def test_float_masks_agree_on_fixed_rows(solution):
     short = fixed_batch(FIXED_MASKS["rows of 1 and 4 valid tokens"], POLICY, seed=9, fill=5.0)
     long = fixed_batch(right_padded_rows(LONG_ROW_LENGTHS, 300), POLICY, seed=9, fill=5.0)
     for b in (short, long):
-        valid = valid_of(b["mask"])
-        loss_b, stats_b, grad_b = run_policy(solution, policy_inputs(b, 0.2))
-        for kind in MASK_FLOAT_DTYPES:
-            as_float = policy_inputs({**b, "mask": valid.to(kind)}, 0.2)
-            loss_f, stats_f, grad_f = run_policy(solution, as_float)
-            prop = f"a {kind} 0/1 mask with {int(valid.sum()):,} valid tokens gives the bool mask's"
-            check_close(loss_f.detach(), loss_b.detach(), f"{prop} loss", input=as_float)
-            check_stats(stats_f, {k: scalar_of(v, k, as_float) for k, v in stats_b.items()}, prop,
-                        as_float)
-            check_grad(grad_f, grad_b, f"{prop} gradient", as_float)
+        expect_float_masks_agree(solution, b, 0.2, MASK_FLOAT_DTYPES)
+
+
+def expect_float_masks_agree(solution, b, clip_eps, kinds) -> None:
+    """b's mask as 0/1 floats of each dtype in kinds gives its bool mask's loss, stats and
+    gradient."""
+    valid = valid_of(b["mask"])
+    loss_b, stats_b, grad_b = run_policy(solution, policy_inputs({**b, "mask": valid}, clip_eps))
+    for kind in kinds:
+        as_float = policy_inputs({**b, "mask": valid.to(kind)}, clip_eps)
+        loss_f, stats_f, grad_f = run_policy(solution, as_float)
+        prop = f"a {kind} 0/1 mask with {int(valid.sum()):,} valid tokens gives the bool mask's"
+        check_close(loss_f.detach(), loss_b.detach(), f"{prop} loss", input=as_float)
+        check_stats(stats_f, {k: scalar_of(v, k, as_float) for k, v in stats_b.items()}, prop,
+                    as_float)
+        check_grad(grad_f, grad_b, f"{prop} gradient", as_float)
 
 
 @kata_test(level=1, category="edge cases",
@@ -416,13 +422,4 @@ def test_policy_gradients_flow_to_logprobs_only(solution, b, clip_eps):
 def test_bool_and_float_masks_agree(solution, b, clip_eps):
     # Drawn batches, the mask as floats of the batch's dtype; every float dtype on fixed batches
     # is test_float_masks_agree_on_fixed_rows (run once, not once per example).
-    valid = valid_of(b["mask"])
-    as_bool = policy_inputs({**b, "mask": valid}, clip_eps)
-    loss_b, stats_b, grad_b = run_policy(solution, as_bool)
-    as_float = policy_inputs({**b, "mask": valid.to(b["logprobs"].dtype)}, clip_eps)
-    loss_f, stats_f, grad_f = run_policy(solution, as_float)
-    check_close(loss_f.detach(), loss_b.detach(), "a 0/1 float mask gives the bool mask's loss",
-                input=as_float)
-    check_stats(stats_f, {k: scalar_of(v, k, as_bool) for k, v in stats_b.items()},
-                "float mask vs bool mask", as_float)
-    check_grad(grad_f, grad_b, "a 0/1 float mask gives the bool mask's gradient", as_float)
+    expect_float_masks_agree(solution, b, clip_eps, (b["logprobs"].dtype,))
