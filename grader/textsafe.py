@@ -13,9 +13,10 @@ What ``clean`` does, and why:
 - every other control character is shown the way Python writes it in a string literal,
   so the rest of any escape sequence prints as plain characters and nothing of it acts:
   ESC (``\\x1b[2J``, ``\\x1b]0;title\\x07``), the C0 controls but newline and tab, DEL,
-  the C1 controls U+0080-U+009F (``\\x9b`` is a CSI on some terminals), the bidi overrides
-  and isolates U+202A-U+202E and U+2066-U+2069 (they reorder what follows, so text can
-  read as something it is not) and lone surrogates (which cannot be written as UTF-8).
+  the C1 controls U+0080-U+009F (``\\x9b`` is a CSI on some terminals), the bidi marks,
+  overrides and isolates U+200E, U+200F, U+202A-U+202E and U+2066-U+2069 (they reorder
+  what follows, so text can read as something it is not: "Trojan Source") and lone
+  surrogates (which cannot be written as UTF-8).
   A coach sees that a solution tried something, and what;
 - CR LF is a newline, and a lone CR (a progress bar redrawing its line) starts a new line,
   so nothing printed can be written over.
@@ -30,7 +31,7 @@ from rich.text import Text
 
 # An SGR sequence: parameters are digits, ';' and ':' (ITU T.416 colours), final byte 'm'.
 _SGR = re.compile(r"(?:\x1b\[|\x9b)[0-9;:]*m")
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _visible(match: re.Match[str]) -> str:

@@ -17,7 +17,7 @@ HOSTILE = ("\x1b]0;pwned\x07"                           # OSC 0: the window titl
            "\u202egnp.exe\u202c"                        # a right-to-left override
            "\x1b[1;31mred\x1b[0m"                       # a colour: dropped
            "[link=https://evil.example]x[/link][bold red]y")  # Rich markup
-RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def test_clean_leaves_no_control_character_but_newline_and_tab():

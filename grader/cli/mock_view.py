@@ -11,6 +11,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from grader import textsafe
 from grader.cli import output
 from grader.mock import ANSWERS_FORMAT
 
@@ -61,7 +62,7 @@ def print_answer_key(questions: list[dict[str, Any]], answers: list[str],
                      marks: list[list[int]] | None, first_number: int = 1) -> None:
     for i, q in enumerate(questions, start=first_number):
         console.print(Text(f"\n{i}. {q['question']}", style="bold"))
-        console.print(Text("your answer: ", style="cyan") + Text(_clip(answers[i - first_number])))
+        console.print(Text("your answer: ", style="cyan") + textsafe.text(_clip(answers[i - first_number])))
         console.print(Text("what an interviewer listens for:", style="cyan"))
         covered = set(marks[i - first_number]) if marks else set()
         console.print(_numbered([(("✓ " if n in covered else "  ") + f"{n}.", point)
@@ -106,7 +107,8 @@ def print_debrief(debrief: dict[str, Any]) -> None:
     if failed:
         console.print("failed grades, first failing property:")
         for level, attempt in failed:
-            console.print(f"  while on level {level} ({attempt['score']}/100): {escape(attempt['first_failure'])}")
+            console.print(f"  while on level {level} ({attempt['score']}/100): "
+                          f"{textsafe.markup(attempt['first_failure'])}")
     console.print(f"interview signal: [bold]{escape(debrief['signal'])}[/]")
     cov = debrief["coverage"]
     if not debrief["followups"]:
@@ -119,7 +121,7 @@ def print_debrief(debrief: dict[str, Any]) -> None:
         console.print(f"follow-ups: you covered {cov['covered']} of {cov['points']} points")
         console.print(_numbered([(f"{i}. {len(q['covered'] or [])}/{len(q['points'])}", q["question"])
                                  for i, q in enumerate(debrief["followups"], start=1)]))
-    console.print(f"practise next: {escape(debrief['practise_next'])}")
+    console.print(f"practise next: {textsafe.markup(debrief['practise_next'])}")  # may quote a failure
 
 
 def print_mock_list(rows: list[dict[str, Any]]) -> None:

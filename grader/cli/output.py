@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
+from grader import textsafe
 from grader.errors import KataError
 
 console = Console(highlight=False)
@@ -31,8 +32,9 @@ def set_debug(value: bool) -> None:
 
 def fail(message: str, hint: str | None = None) -> NoReturn:
     """Print an actionable error and exit with code 2."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}")
-    err_console.print(f"[yellow]next:[/] {escape(hint or _help_hint())}")
+    # A message may quote a candidate's file (an import error, a bundle's names).
+    err_console.print(f"[bold red]error:[/] {textsafe.markup(message)}")
+    err_console.print(f"[yellow]next:[/] {textsafe.markup(hint or _help_hint())}")
     raise typer.Exit(EXIT_USAGE)
 
 

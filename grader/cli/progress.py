@@ -23,6 +23,7 @@ from rich.progress import BarColumn, Progress, ProgressColumn, SpinnerColumn, Ta
 from rich.table import Column
 from rich.text import Text
 
+from grader import textsafe
 from grader.cli import output
 
 WIDE_COLUMNS = 100        # from this width on, the live line has room for a bar
@@ -149,9 +150,9 @@ class RunProgress:
         self.stuck_places.add(place)
         assert self.progress is not None
         self.progress.console.print(
-            f"[red]✗ hang[/] in L{test['level']} {escape(test['name'])} "
+            f"[red]✗ hang[/] in L{test['level']} {textsafe.markup(test['name'])} "
             f"after {output.fmt_duration(test.get('duration_s'))}; your code was at:\n"
-            f"  [bold]{escape(place)}[/]\n"
+            f"  [bold]{textsafe.markup(place)}[/]\n"
             "  [dim]later tests stuck at the same place are stopped after about a second[/]")
 
     # ------------------------------------------------------------------ helpers

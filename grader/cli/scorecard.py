@@ -6,6 +6,10 @@ failure in 14 more tests: ..."), hangs stuck at the same line are one box whatev
 limits, and a level whose every test raised NotImplementedError is one line. Under a box
 comes what the code printed in that test (the first 40 lines, marked), and the command that
 writes its reproduction snippet. Everything wraps: nothing is cut at 80 columns.
+
+Every string of a test (messages, details, printed output, names) may come from the
+candidate's code, so it reaches the console through grader.textsafe: as plain Text, never
+markup, with no control sequence left in it.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from grader import textsafe
 from grader.cli import output
 
 COMPACT_BELOW_COLUMNS = 100
@@ -50,7 +55,7 @@ def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: 
     console.print(_categories_line(card))
     import_error = card.get("import_error")
     if import_error:
-        console.print(Panel(Text(import_error), title="your file could not be loaded",
+        console.print(Panel(textsafe.text(import_error), title="your file could not be loaded",
                             title_align="left", border_style="red"))
     # With an import error, the tests that failed for it are that panel; the others (run
     # before a restarted worker failed to import) still get their boxes.
@@ -71,7 +76,7 @@ def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: 
     if show_passed:
         for test in card["tests"]:
             if test["passed"]:
-                console.print(f"  [green]✓[/] L{test['level']} {escape(test['description'])}")
+                console.print(f"  [green]✓[/] L{test['level']} {textsafe.markup(test['description'])}")
     if card.get("output_bytes", 0) > 100_000:
         console.print(f"[yellow]note:[/] your code printed {card['output_bytes']:,} bytes while graded; "
                       "remove debug prints, they slow grading down")
@@ -157,28 +162,28 @@ def failure_box(group: FailureGroup) -> list[RenderableType]:
     """The box of a group, then what the first test's code printed, then the repro command."""
     test = group.first
     details = test.get("details") or {}
-    body: list[RenderableType] = [Text(test["description"], style="bold")]
+    body: list[RenderableType] = [textsafe.text(test["description"], style="bold")]
     if test["message"] and test["message"] != test["description"]:
-        body.append(Text(test["message"]))
+        body.append(textsafe.text(test["message"]))
     body += detail_lines(details)
     if test.get("stdout_bytes", 0) > 10_000:
         body.append(Text(f"your code printed {test['stdout_bytes']:,} bytes in this test", style="yellow"))
     if group.others:
         body.append(_same_failure_line(group.others))
-    title = f"[red]✗[/] L{test['level']} {escape(test['category'])}"
+    title = f"[red]✗[/] L{test['level']} {textsafe.markup(test['category'])}"
     out: list[RenderableType] = [Panel(Group(*body), title=title, title_align="left", border_style="red")]
     printed = printed_output(test)
     if printed is not None:
         out.append(printed)
     if details.get("snippet"):
-        out.append(Text.assemble(("  reproduce: ", "cyan"), f"kata repro --test {test['name']}"))
+        out.append(Text.assemble(("  reproduce: ", "cyan"), f"kata repro --test {textsafe.clean(test['name'])}"))
     return out
 
 
 def detail_lines(details: dict[str, Any]) -> list[Text]:
     lines = []
     for key, label in _DETAIL_LABELS:
-        value = str(details.get(key) or "")
+        value = textsafe.clean(details.get(key) or "")
         if value:
             # "where your code was when it was stopped: ..." needs no "where:" label
             lines.append(Text(value) if value.startswith(f"{label} ") else
@@ -187,7 +192,7 @@ def detail_lines(details: dict[str, Any]) -> list[Text]:
 
 
 def _same_failure_line(others: list[dict[str, Any]]) -> Text:
-    names = [t["name"] for t in others[:MAX_NAMES_LISTED]]
+    names = [textsafe.clean(t["name"]) for t in others[:MAX_NAMES_LISTED]]
     more = len(others) - len(names)
     listed = ", ".join(names) + (f", and {more} more" if more else "")
     return Text.assemble((f"same failure in {len(others)} more test{'s' if len(others) != 1 else ''}: ", "yellow"),
@@ -200,14 +205,14 @@ def printed_output(test: dict[str, Any], indent: str = "  ") -> Text | None:
     text = (test.get("details") or {}).get("output")
     if not text:
         return None
-    lines = str(text).splitlines()
+    lines = textsafe.clean(text).splitlines()
     counted = re.fullmatch(r"\.\.\. (\d+) more lines", lines[-1]) if lines else None
     more = int(counted.group(1)) if counted else 0
     if counted:
         lines = lines[:-1]
     more += max(len(lines) - MAX_PRINTED_LINES, 0)
     lines = lines[:MAX_PRINTED_LINES]
-    shown = Text(f"{indent}your code printed (in {test['name']}):\n", style="yellow")
+    shown = Text(f"{indent}your code printed (in {textsafe.clean(test['name'])}):\n", style="yellow")
     for line in lines:
         shown.append(f"{indent}│ ", style="yellow")
         shown.append(line + "\n", style="dim")

@@ -4,7 +4,8 @@ candidate and their first failures.
 Everything that came from a bundle (names, file names, messages the solution raised) is put
 on screen as ``rich.text.Text``, never parsed as markup: a name like
 ``[green]100 (verified)[/]`` prints as those characters and cannot paint a cell or hide a
-MISMATCH.
+MISMATCH; and through grader.textsafe.clean, so no escape sequence in it reaches the
+coach's terminal (a title, a cleared screen, a hyperlink).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ from rich.text import Text
 
 from grader.homework.roster import RosterRow, candidate_summary
 from grader.homework.spec import Homework
+from grader.textsafe import clean
 
 MAX_FAILURES_SHOWN = 3
 MAX_LINE_CHARS = 160
 
 
 def render_roster(console: Console, homework: Homework, rows: list[RosterRow], seed: int | None) -> None:
-    console.print(Text.assemble((homework.title, "bold"), f"  ({homework.id}; your seed {seed})"))
+    console.print(Text.assemble((clean(homework.title), "bold"), f"  ({clean(homework.id)}; your seed {seed})"))
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("candidate", overflow="fold", max_width=18)
     table.add_column("kata", overflow="fold", max_width=10)
@@ -35,7 +37,7 @@ def render_roster(console: Console, homework: Homework, rows: list[RosterRow], s
     table.add_column("flags", no_wrap=True)
     for row in rows:
         who = row.candidate if row.status != "rejected" else row.bundle
-        table.add_row(Text(who), Text(row.kata), _score(row), Text(_short_signal(row.signal)),
+        table.add_row(Text(clean(who)), Text(clean(row.kata)), _score(row), Text(clean(_short_signal(row.signal))),
                       _claim(row), _flags(row))
     console.print(table)
     console.print(Text("score: your re-grading, levels passed (p: private tests). claim: the "
@@ -45,10 +47,11 @@ def render_roster(console: Console, homework: Homework, rows: list[RosterRow], s
     for candidate, group in groupby(rows, key=lambda r: (r.candidate, r.bundle)):
         mine = list(group)
         who = candidate[0] if mine[0].status != "rejected" else "bundle"
-        console.print(Text.assemble("\n", (who, "bold"), f" ({candidate[1]}): ", candidate_summary(mine)))
+        console.print(Text.assemble("\n", (clean(who), "bold"), f" ({clean(candidate[1])}): ",
+                                    clean(candidate_summary(mine))))
         reported = [_self_reported(r) for r in mine if r.status != "rejected"]
         if reported:
-            console.print(Text("  self-reported: " + "; ".join(reported), style="dim"))
+            console.print(Text(clean("  self-reported: " + "; ".join(reported)), style="dim"))
         for row in mine:
             _failures(console, row)
 
@@ -98,16 +101,17 @@ def _flags(row: RosterRow) -> Text:
 
 def _failures(console: Console, row: RosterRow) -> None:
     if row.problem and row.kata != "-":
-        console.print(Text.assemble(("  ! ", "red"), f"{row.kata}: {row.problem}"))
+        console.print(Text.assemble(("  ! ", "red"), clean(f"{row.kata}: {row.problem}")))
     if row.mismatch or "reproduces" in row.claim_note:
-        console.print(Text.assemble(("  ! ", "red" if row.mismatch else "yellow"), f"{row.kata}: {row.claim_note}"))
+        console.print(Text.assemble(("  ! ", "red" if row.mismatch else "yellow"), clean(f"{row.kata}: {row.claim_note}")))
     for failure in row.failures[:MAX_FAILURES_SHOWN]:
         where = f" (private {failure['private_suite']})" if failure.get("private_suite") else ""
-        console.print(Text.assemble(("  ✗ ", "red"), f"{row.kata} L{failure['level']}{where}: {failure['description']}"))
-        console.print(Padding(Text(_first_line(failure["message"])), (0, 0, 0, 4)))
+        console.print(Text.assemble(("  ✗ ", "red"),
+                                    clean(f"{row.kata} L{failure['level']}{where}: {failure['description']}")))
+        console.print(Padding(Text(clean(_first_line(failure["message"]))), (0, 0, 0, 4)))
     more = row.num_failures - min(len(row.failures), MAX_FAILURES_SHOWN)
     if more > 0:
-        console.print(Text(f"    … {more} more failing for {row.kata} (see --html or --json)", style="dim"))
+        console.print(Text(clean(f"    … {more} more failing for {row.kata} (see --html or --json)"), style="dim"))
 
 
 def _first_line(text: str) -> str:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 from rich.padding import Padding
 from rich.text import Text
 
+from grader import textsafe
 from grader.cli import last_run, output
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
@@ -56,9 +56,9 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt =
 
 def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
     console = output.console
-    console.print(f"visible examples of {slug} on [bold]{escape(output.shown_path(path))}[/]:")
+    console.print(f"visible examples of {slug} on [bold]{textsafe.markup(output.shown_path(path))}[/]:")
     if card.get("import_error"):
-        console.print(f"[red]✗[/] {escape(card['import_error'])}")
+        console.print(f"[red]✗[/] {textsafe.markup(card['import_error'])}")
     unimplemented = {} if card.get("import_error") else unimplemented_levels(card, noun="examples")
     if unimplemented:
         console.print(unimplemented_lines(unimplemented))
@@ -66,17 +66,17 @@ def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
         if test["level"] in unimplemented:
             continue
         mark = "[green]✓[/]" if test["passed"] else "[red]✗[/]"
-        console.print(f"{mark} L{test['level']} {escape(test['description'])}")
+        console.print(f"{mark} L{test['level']} {textsafe.markup(test['description'])}")
         if test["passed"]:
             continue
-        body = [Text(test["message"])] + detail_lines(test["details"])
+        body = [textsafe.text(test["message"])] + detail_lines(test["details"])
         for line in body:
             console.print(Padding(line, (0, 0, 0, 4), expand=False))
         printed = printed_output(test, indent="    ")
         if printed is not None:
             console.print(printed)
         if test["details"].get("snippet"):
-            console.print(Text.assemble(("    reproduce: ", "cyan"), f"kata repro --test {test['name']}"))
+            console.print(Text.assemble(("    reproduce: ", "cyan"), f"kata repro --test {textsafe.clean(test['name'])}"))
     passed = sum(t["passed"] for t in card["tests"])
     console.print(f"{passed}/{len(card['tests'])} examples pass. The hidden suite checks much "
                   "more: `kata grade` when you are ready.")

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
-from grader import clock
+from grader import clock, textsafe
 from grader.catalog import Kata
 from grader.cli import last_run, mock_view, output
 from grader.cli.commands import mock as mock_cmd
@@ -61,7 +61,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
         levels = revealed_levels(store, running_mock)
         if not (as_json or json_stream):
             shown = f", levels {', '.join(map(str, sorted(levels)))}" if levels else ""
-            output.console.print(f"grading [bold]{escape(output.shown_path(path))}[/] against {kata.slug}'s "
+            output.console.print(f"grading [bold]{textsafe.markup(output.shown_path(path))}[/] against {kata.slug}'s "
                                  f"hidden suite (seed {seed}{shown})")
         with RunProgress(kata=kata.slug, suite="hidden", file=str(path), seed=seed, json_stream=json_stream,
                          quiet=as_json) as progress:
@@ -89,7 +89,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             if effect is not None:
                 _say_session(store, cat, kata, session, effect, data, ended)
             output.console.print(f"replay this run: kata grade {kata.slug} --file "
-                                 f"{escape(output.shown_path(path))} --seed {seed}")
+                                 f"{textsafe.markup(output.shown_path(path))} --seed {seed}")
     raise typer.Exit(output.EXIT_OK if card.passed else output.EXIT_FAILED)
 
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.markup import escape
 
+from grader import textsafe
 from grader.cli import last_run, output
 from grader.cli.common import OptionalSlugArg, catalog
 from grader.errors import KataError
@@ -36,25 +37,28 @@ def repro(slug: OptionalSlugArg = None, test: TestOpt = None, out: OutOpt = None
     snippet = failure["details"]["snippet"]
     solution = run.solution_path
     if out is not None and str(out) == "-":
-        sys.stdout.write(_with_loader(runnable(snippet), kata.module, solution, None))
+        text = _with_loader(runnable(snippet), kata.module, solution, None)
+        # The file exactly into a pipe; on a terminal, values the candidate's code returned
+        # (the comments' "got") cannot act on it.
+        sys.stdout.write(textsafe.clean(text) if output.console.is_terminal else text)
         return
     dest = out if out is not None else solution.parent / f"repro_{_short(failure['name'])}.py"
     _refuse_to_replace_a_solution(dest, solution, kata.module)
     text = _with_loader(runnable(snippet), kata.module, solution, dest)
     saved = _write(dest, text)
     output.console.print(f"wrote [bold]{escape(output.shown_path(dest))}[/]: the calls of the failing example of "
-                         f"{escape(failure['name'])} (last {run.kind} of {kata.slug}, seed {card['seed']})")
+                         f"{textsafe.markup(failure['name'])} (last {run.kind} of {kata.slug}, seed {card['seed']})")
     if saved is not None:
         output.console.print(f"your earlier {escape(dest.name)} is backed up as {escape(output.shown_path(saved))}")
     output.console.print(f"run it: [bold]{escape(_python())} {escape(output.shown_path(dest))}[/]")
     reported = [f"{key} {str(failure['details'][key])[:200]}" for key in ("expected", "got")
                 if failure["details"].get(key)]
     if reported:
-        output.console.print(f"the test reported: {escape(', '.join(reported))}")
+        output.console.print(f"the test reported: {textsafe.markup(', '.join(reported))}")
     others = [t["name"] for t in _failures_with_snippets(card) if t["name"] != failure["name"]]
     if others:
         listed = ", ".join(others[:3]) + (f", and {len(others) - 3} more" if len(others) > 3 else "")
-        output.console.print(f"[dim]other failures with a snippet: {escape(listed)} "
+        output.console.print(f"[dim]other failures with a snippet: {textsafe.markup(listed)} "
                              f"(`kata repro {kata.slug} --test NAME`)[/]")
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.markup import escape
 
+from grader import textsafe
 from grader.catalog import Kata
 from grader.cli import output
 from grader.cli.common import OptionalSlugArg, catalog, kata_for
@@ -63,7 +63,7 @@ def watch(slug: OptionalSlugArg = None, file: FileOpt = None) -> None:
         mock_id = session.id if session is not None and session.is_mock else None
     if not path.exists():
         output.fail(f"{path} does not exist", f"`kata start {kata.slug}` writes it from the stub")
-    output.console.print(f"watching [bold]{escape(str(path))}[/]: every save runs the examples (Ctrl-C stops)")
+    output.console.print(f"watching [bold]{textsafe.markup(path)}[/]: every save runs the examples (Ctrl-C stops)")
     try:
         if not check_once(kata, path, mock_id):
             return
@@ -96,10 +96,10 @@ def check_once(kata: Kata, path: Path, mock_id: int | None) -> bool:
 
 
 def _print_result(kata: Kata, path: Path, card: dict[str, Any], seconds: float) -> None:
-    output.console.print(f"{kata.slug}: {escape(path.name)} checked in {seconds:.1f} s "
+    output.console.print(f"{kata.slug}: {textsafe.markup(path.name)} checked in {seconds:.1f} s "
                          f"[dim](kata watch; Ctrl-C stops)[/]")
     if card.get("import_error"):
-        output.console.print(f"[red]✗[/] {escape(card['import_error'])}")
+        output.console.print(f"[red]✗[/] {textsafe.markup(card['import_error'])}")
         return
     failing = [t for t in card["tests"] if not t["passed"]]
     if not failing:
@@ -107,11 +107,11 @@ def _print_result(kata: Kata, path: Path, card: dict[str, Any], seconds: float) 
                              "much more: `kata grade` when you are ready")
         return
     first = min(failing, key=lambda t: t["level"])
-    output.console.print(f"[red]✗[/] L{first['level']} {escape(first['description'])}")
-    output.console.print(f"    {escape(first['message'] or 'failed')}")
+    output.console.print(f"[red]✗[/] L{first['level']} {textsafe.markup(first['description'])}")
+    output.console.print(f"    {textsafe.markup(first['message'] or 'failed')}")
     for key in ("input", "expected", "got", "where", "note"):
         if first["details"].get(key):
-            output.console.print(f"    [cyan]{key}:[/] {escape(str(first['details'][key]))}")
+            output.console.print(f"    [cyan]{key}:[/] {textsafe.markup(first['details'][key])}")
     more = len(failing) - 1
     passed = len(card["tests"]) - len(failing)
     output.console.print(f"{passed}/{len(card['tests'])} examples pass"
