@@ -70,7 +70,7 @@ def handle_errors(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except KataError as exc:
             if _state["debug"]:
-                err_console.print(traceback.format_exc())
+                err_console.print(textsafe.text(traceback.format_exc()))
             fail(exc.message, exc.hint)
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
