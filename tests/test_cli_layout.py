@@ -45,8 +45,10 @@ def short_fixed_length_home(isolated_home, monkeypatch, tmp_path):
     base.mkdir()
     monkeypatch.setenv("KATA_HOME", str(base / "home"))
     monkeypatch.setenv("KATA_WORKSPACE", str(base / "solutions"))
-    # With the virtual environment activated (as the README sets up), `kata repro` says
-    # "python", else the interpreter's path: the snapshots hold the path, whatever PATH is.
+    # With this interpreter's environment activated (as the README sets up), `kata repro`
+    # says "python", else the interpreter's path (also when another venv is activated: its
+    # python links the same binary, not the same packages): the snapshots hold the path,
+    # whatever the caller's PATH and VIRTUAL_ENV are.
     monkeypatch.setenv("PATH", os.pathsep.join(
         p for p in os.environ.get("PATH", "").split(os.pathsep)
         if p and os.path.realpath(p) != os.path.realpath(os.path.dirname(sys.executable))))

@@ -103,3 +103,23 @@ def test_a_call_that_raised_does_not_stop_the_script():
     assert "try:  # raised KeyError when graded\n    obj.free('zz')\nexcept Exception as exc:" in script
     assert script.endswith("print(obj.count())\n")
     compile(script, "repro.py", "exec")
+
+
+def test_run_it_says_python_only_when_that_finds_this_environment(tmp_path, monkeypatch):
+    """`python` on PATH may be another virtual environment's: a link to the same binary, with
+    other packages (no torch). Only a `python` beside this interpreter is "python"."""
+    from grader.cli.commands.repro import _python
+
+    binary = os.path.realpath(sys.executable)
+    mine, other = tmp_path / "mine" / "bin", tmp_path / "other" / "bin"
+    for folder in (mine, other):
+        folder.mkdir(parents=True)
+        (folder / "python").symlink_to(binary)
+    (mine / "python3").symlink_to(binary)
+    monkeypatch.setattr(sys, "executable", str(mine / "python3"))
+    monkeypatch.setenv("PATH", str(other))  # another venv activated
+    assert _python() == str(mine / "python3")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(mine), str(other)]))  # this one activated
+    assert _python() == "python"
+    monkeypatch.setenv("PATH", "/nonexistent")  # no venv at all
+    assert _python() == str(mine / "python3")

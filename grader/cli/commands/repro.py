@@ -203,9 +203,13 @@ def _short(test_name: str) -> str:
 
 
 def _python() -> str:
-    """The command that runs the interpreter kata runs on (torch is there)."""
+    """The command that runs the interpreter kata runs on (torch is there): `python` when
+    that finds this very environment, else the interpreter's path. Two virtual environments
+    link one binary but not one set of packages, so the same binary is not enough: `python`
+    must be found in the folder of this interpreter (another venv activated, it is not)."""
     found = shutil.which("python")
-    if found and os.path.realpath(found) == os.path.realpath(sys.executable):
+    if (found and os.path.realpath(os.path.dirname(found)) == os.path.realpath(os.path.dirname(sys.executable))
+            and os.path.realpath(found) == os.path.realpath(sys.executable)):
         return "python"
     return sys.executable
 
