@@ -223,6 +223,30 @@ def test_grade_scorecard(tmp_path, fake_grading):
     assert "in the order they were handed out to the request" in flat
 
 
+def test_grade_in_a_session_ends_with_a_summary_under_the_cards(tmp_path, fake_grading, monkeypatch,
+                                                                fixed_clock_and_zone):
+    """At 80x40 a partial grade is longer than the screen: its last lines, under the cards,
+    say the score, the levels passed, the time used and each level's clock."""
+    import dataclasses
+
+    from grader.cli.commands import grade as grade_cmd
+
+    session = ("time_used_s", "time_limit_s", "hints_used")
+    monkeypatch.setattr(grade_cmd, "grade_file", lambda kata_, path, **kw: dataclasses.replace(
+        fake_card(path), **{k: kw[k] for k in session if k in kw}))
+    for columns in WIDTHS:
+        run(columns, "start", "paged-kv", "-q", "--force")
+        fixed_clock_and_zone["now"] += 12 * 60 + 5
+        result = run(columns, "grade", "paged-kv", "--seed", "7")
+        assert result.exit_code == 1, result.output
+        text = normalized(result.output, tmp_path)
+        assert_fits(text, columns)
+        check_snapshot("grade-session", columns, text)
+        last = text.splitlines()[-8:]
+        assert "20/100 · levels passed 0/3 · time used 12 min 5 s of 1 h 15 min" in last, last
+        assert any(line.strip().startswith("level 1 (Allocate and free)") for line in last), last
+
+
 def test_repro(tmp_path, fake_grading):
     run(80, "grade", "paged-kv")
     render("repro", tmp_path, "repro")

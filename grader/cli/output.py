@@ -162,11 +162,25 @@ def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: 
     render(card, show_passed=show_passed, title=title)
 
 
+# less: -R shows colours, -F quits at once when the text fits on one screen, -X leaves what
+# was read on the screen after quitting (and keeps old lesses from clearing it with -F).
+LESS_FLAGS = "-FRX"
+
+
 def page(renderable: Any) -> None:
-    """Show `renderable` in the pager ($PAGER, else less) with its colours."""
+    """Show `renderable` in the pager ($PAGER, else less) with its colours. pydoc picks the
+    pager, and prints instead when stdin or stdout is not a terminal."""
     import os
 
-    # less shows colours only with -R; a LESS the user set is theirs to keep.
-    os.environ.setdefault("LESS", "-R")
+    os.environ.setdefault("LESS", LESS_FLAGS)  # a LESS the user set is theirs to keep
     with console.pager(styles=True):
+        console.print(renderable)
+
+
+def print_long(renderable: Any) -> None:
+    """A long text (a statement, a reference): paged on a terminal, so that at 80x40 its
+    first screen is not scrolled away; printed when piped or redirected (`| tail`, scripts)."""
+    if console.is_terminal:
+        page(renderable)
+    else:
         console.print(renderable)

@@ -73,6 +73,7 @@ def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: 
         for group in groups:
             for renderable in failure_box(group):
                 console.print(renderable)
+        console.print(summary_line(card))  # the cards scroll the summary panel away
     if show_passed:
         for test in card["tests"]:
             if test["passed"]:
@@ -242,6 +243,24 @@ def _summary_panel(card: dict[str, Any], title: str | None) -> Panel:
     if card.get("signal"):
         lines.append(f"interview signal: [bold]{escape(card['signal'])}[/]")
     return Panel("\n".join(lines), expand=False)
+
+
+def summary_line(card: dict[str, Any]) -> Text:
+    """One line under the cards: score, levels passed, time used ("untimed" for a --file
+    grade outside a session)."""
+    score = card["score"]
+    levels = card["levels"]
+    line = Text.assemble((f"{score}/100", "bold " + ("green" if card["passed"] else
+                                                     "yellow" if score >= 50 else "red")),
+                         f" · levels passed {sum(lv['passed'] for lv in levels)}/{len(levels)} · ")
+    if card.get("time_limit_s") is None:
+        line.append("untimed")
+    else:
+        line.append(f"time used {output.fmt_duration(card.get('time_used_s'))} of "
+                    f"{output.fmt_duration(card['time_limit_s'])}")
+        if card.get("overtime"):
+            line.append(" (overtime)", style="red")
+    return line
 
 
 def _levels_table(card: dict[str, Any]) -> Table:

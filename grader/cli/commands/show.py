@@ -13,14 +13,15 @@ from grader.store import Store
 
 
 def show(slug: OptionalSlugArg = None) -> None:
-    """Render a kata's statement. During a mock: the framing and the revealed levels only."""
+    """Render a kata's statement: in a pager on a terminal ($PAGER, else less; PAGER=cat
+    prints it). During a mock: the framing and the revealed levels only."""
     with Store() as store:
         kata, session = kata_for(slug, store, catalog())
         revealed = revealed_levels(store, expire_if_due(store, session) if session else None)
     if revealed:
-        output.console.print(Markdown(render(kata, revealed)))
+        output.print_long(Markdown(render(kata, revealed)))
         return
-    output.console.print(Markdown(kata.statement_path.read_text(encoding="utf-8")))
+    output.print_long(Markdown(kata.statement_path.read_text(encoding="utf-8")))
 
 
 def register(app: typer.Typer) -> None:

@@ -25,6 +25,7 @@ def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
           quiet: QuietOpt = False) -> None:
     """Start a timed session: writes solutions/<module>.py from the stub and starts the clock.
 
+    The statement is shown in a pager on a terminal ($PAGER, else less; PAGER=cat prints it).
     Run it inside a workspace (`kata init` makes one); `--force` restarts the clock."""
     kata = catalog().get(slug)
     with Store() as store:
@@ -33,8 +34,8 @@ def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
             _say_already_active(active)
             return
         session = begin(kata, store, minutes or kata.minutes, force=force)
-    if not quiet:
-        output.console.print(Markdown(kata.statement_path.read_text(encoding="utf-8")))
+    if not quiet:  # paged on a terminal; what to do next is printed after it, on screen
+        output.print_long(Markdown(kata.statement_path.read_text(encoding="utf-8")))
     output.console.print(
         f"\n[bold green]started[/] {kata.title} ({kata.slug}): edit [bold]{escape(session.solution_path)}[/]\n"
         f"deadline {output.fmt_when(session.deadline)} ({session.minutes} min)\n"
