@@ -127,13 +127,17 @@ def test_check_on_a_terminal_prints_no_escape_of_the_candidate(hostile_file, for
     assert r"\x1b]0;PWNED-TITLE" in "".join(shown.split())
 
 
-def test_json_keeps_the_candidates_text_exact_and_escaped(hostile_file):
+def test_json_and_json_stream_keep_the_candidates_text_exact_and_escaped(hostile_file):
     result = runner.invoke(app, ["grade", "--file", str(hostile_file), "--seed", "1", "--json"])
     assert result.exit_code == 1
     assert not RAW.search(result.stdout) and "\x1b" not in result.stdout  # JSON escapes them itself
     card = json.loads(result.stdout)
     messages = [t["message"] for t in card["tests"]]
     assert any("raised:\x1b]0;PWNED-TITLE\x07\x1b[2J" in m for m in messages)  # exact, not cleaned
+    streamed = runner.invoke(app, ["check", "--file", str(hostile_file), "--json-stream"])
+    assert not RAW.search(streamed.stdout) and "\x1b" not in streamed.stdout
+    last = json.loads(streamed.stdout.splitlines()[-1])
+    assert any("PWNED-TITLE\x07" in t["message"] for t in last["scorecard"]["tests"])
 
 
 HOSTILE = "\x1b]0;PWNED-TITLE\x07\x1b[2J\x9b2J\u202eevil-rtl[bold red]PAINTED[/]"
