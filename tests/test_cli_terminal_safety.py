@@ -169,3 +169,20 @@ def test_watch_hang_line_and_debrief_print_no_escape_of_the_candidate(forced_ter
     assert not RAW.search(shown) and "\x1b" not in shown
     flat = "".join(shown.split())
     assert flat.count(r"\x1b]0;PWNED-TITLE\x07") >= 8 and "[boldred]PAINTED[/]" in flat
+
+
+def test_bench_notes_and_history_paths_print_no_escape(hostile_file, forced_terminal, monkeypatch):
+    """A bench row's note quotes what the candidate's code raised; history lists the file
+    graded, whose name a stranger chose."""
+    import grader.bench
+
+    monkeypatch.setattr(grader.bench, "run_bench", lambda *a, **kw: [
+        {"impl": "yours", "workload": "w", "median_ms": None, "note": f"raised ValueError: {HOSTILE}"}])
+    assert runner.invoke(app, ["bench", "paged-kv", "--file", str(hostile_file)]).exit_code == 0
+    named = hostile_file.with_name(f"x{HOSTILE}.py".replace("/", "_"))
+    named.write_text("x = 1\n")
+    assert runner.invoke(app, ["grade", "paged-kv", "--file", str(named), "--seed", "1"]).exit_code == 1
+    assert runner.invoke(app, ["history", "paged-kv"]).exit_code == 0
+    shown = RICH_OWN.sub("", forced_terminal.getvalue())
+    assert not RAW.search(shown) and "\x1b" not in shown
+    assert "".join(shown.split()).count(r"\x1b]0;PWNED-TITLE\x07") >= 3  # bench, grade's lines, history

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from grader import textsafe
 from grader.cli import output
 from grader.cli.commands.mock import refuse_during_mock
 from grader.cli.common import JsonOpt, SlugArg, catalog
@@ -48,7 +49,8 @@ def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeat
         table.add_column(col)
     for r in rows:
         table.add_row(str(r.get("impl", "")), str(r.get("workload", "")), _num(r.get("median_ms")),
-                      _throughput(r), _num(r.get("ratio_to_reference"), "x"), str(r.get("note", "") or ""))
+                      _throughput(r), _num(r.get("ratio_to_reference"), "x"),
+                      textsafe.text(r.get("note", "") or ""))  # "raised ...": the candidate's message
     output.console.print(table)
     if not path.is_file():
         output.console.print(f"[dim]no solution at {escape(str(path))}; `kata start {kata.slug}` or --file to time yours[/]")

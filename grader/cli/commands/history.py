@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 
+from grader import textsafe
 from grader.cli import mock_view, output
 from grader.cli.commands.mock import mock_rows
 from grader.cli.common import JsonOpt, OptionalSlugArg, catalog
@@ -66,7 +66,7 @@ def history(slug: OptionalSlugArg = None, limit: LimitOpt = 50, mock: MockOpt = 
         if a.time_used_s is not None and a.time_limit_s and a.time_used_s > a.time_limit_s:
             used = f"[red]{used}[/]"
         cells = [kind[a.session_id], str(a.score), f"{a.levels_passed}/{a.num_levels}", used,
-                 str(a.hints_used), escape(_short(a.solution_path))]
+                 str(a.hints_used), textsafe.markup(_short(a.solution_path))]
         when = output.fmt_when(a.graded_at)
         table.add_row(when[5:] if compact else when, *([] if kata_slug else [a.kata]), *cells)
     output.console.print(table)
