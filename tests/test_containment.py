@@ -120,3 +120,58 @@ def test_an_uncontained_run_says_so(tmp_path, monkeypatch):
     card = grade_file("paged-kv", REPO_ROOT / "reference" / "paged_kv.py", levels=frozenset({1}))
     assert card.score == 100 and card.contained is False
     assert any("uncontained" in note for note in card.notes)
+
+
+# ---------------------------------------------------------------- efficiency verdicts
+# No figure the worker reports decides an efficiency verdict unchecked (measure_check.py):
+# the time is read from outside by the kernel's account, and counts made while another
+# thread of the worker worked are refused.
+
+SLOW_ALLOCATOR = REPO_ROOT / "tests" / "corpus" / "paged_kv" / "buggy_free_list_pop_front.py"
+GROWTH_TEST = "test_allocate_and_free_take_constant_time"
+needs_kernel_accounts = pytest.mark.skipif(not os.path.isdir("/proc/self/task"),
+                                           reason="the worker's CPU is read from /proc (Linux)")
+
+
+@needs_kernel_accounts
+@pytest.mark.parametrize("attack", [None, "efficiency_on_a_helper_thread", "efficiency_forged_time_report"])
+def test_slow_code_fails_the_growth_test_however_it_hides_its_time(attack, tmp_path):
+    """paged-kv with an O(num_blocks) free list: plain, with every call run on a helper
+    thread, and with the worker's time report rewritten to a microsecond a call."""
+    source = SLOW_ALLOCATOR.read_text()
+    if attack is not None:
+        source += "\n\n" + (ATTACKS / f"{attack}.py").read_text()
+    path = tmp_path / "paged_kv.py"
+    path.write_text(source)
+    card = grade_file("paged-kv", path, tests=frozenset({GROWTH_TEST}))
+    [test] = card.tests
+    assert not test.passed and "grows with num_blocks" in test.message, (test.message, test.details)
+
+
+@needs_kernel_accounts
+def test_operations_counted_while_a_helper_thread_works_are_refused(tmp_path):
+    """mha's attention as a loop over batch and heads on a helper thread: the calling
+    thread's operation count sees nothing of it, so the count is refused."""
+    path = tmp_path / "mha.py"
+    path.write_text((ATTACKS / "counts_on_a_helper_thread.py").read_text())
+    card = grade_file("mha", path, tests=frozenset({"test_attention_has_no_python_loop"}))
+    [test] = card.tests
+    assert not test.passed and "thread" in test.message, test.message
+    assert "on other threads" in test.details["got"]
+
+
+def test_the_worker_cannot_move_itself_off_the_judges_cpu(tmp_path):
+    """While the judge measures, it keeps the worker on its own CPU so that its reading of
+    the worker's CPU time is exact: sched_setaffinity is refused to the candidate's code."""
+    path = tmp_path / "paged_kv.py"
+    path.write_text("import os\n"
+                    "class PagedKVCacheAllocator:\n"
+                    "    def __init__(self, num_blocks, block_size):\n"
+                    "        try:\n"
+                    "            os.sched_setaffinity(0, {0})\n"
+                    "            outcome = 'moved'\n"
+                    "        except OSError as exc:\n"
+                    "            outcome = f'{type(exc).__name__} errno {exc.errno}'\n"
+                    "        raise ValueError('AFFINITY: ' + outcome)\n")
+    card = grade_file("paged-kv", path, tests=frozenset({"test_constructor_rejects_bad_sizes"}))
+    assert "AFFINITY: PermissionError errno 1" in messages(card)

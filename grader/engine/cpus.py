@@ -48,11 +48,11 @@ class CpuPlan:
         self._last = self._sample(None) if self.usable else None
 
     def update(self, worker_pid: int | None, set_worker_spin: Callable[[float], None],
-               set_judge_spin: Callable[[float], None]) -> str | None:
-        """Choose the mode for what runs next and apply it when it changed."""
+               set_judge_spin: Callable[[float], None], force: str | None = None) -> str | None:
+        """Choose the mode for what runs next (`force`: this one) and apply it when it changed."""
         if not self.usable or worker_pid is None:
             return self.mode
-        wanted = self.forced or self._measured(worker_pid) or self.mode or _guess(len(self.allowed))
+        wanted = force or self.forced or self._measured(worker_pid) or self.mode or _guess(len(self.allowed))
         if wanted == self.mode:
             return self.mode
         try:
@@ -73,6 +73,16 @@ class CpuPlan:
             return self.mode  # the worker is gone, or the OS said no: it only costs speed
         self.mode = wanted
         return self.mode
+
+    def beside(self, worker_pid: int | None, set_worker_spin: Callable[[float], None],
+               set_judge_spin: Callable[[float], None]) -> bool:
+        """Put the worker (every thread of it) on the judge's one CPU, as a measurement
+        needs (grader/engine/worker_cpu.py): whether they now share one CPU."""
+        if len(self.allowed) == 1:
+            return True
+        if not self.usable or worker_pid is None:
+            return False
+        return self.update(worker_pid, set_worker_spin, set_judge_spin, force="share") == "share"
 
     def worker_changed(self) -> None:
         """A new worker: it starts unpinned and sleeping, so the mode is applied again, and

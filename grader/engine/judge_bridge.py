@@ -16,7 +16,9 @@ import time
 import weakref
 from typing import Any, Callable
 
+from grader.engine.measure_check import add_share, decide
 from grader.engine.transcript import Call, Transcript, current_example, snapshot
+from grader.engine.worker_cpu import CpuSample, WorkerCpu
 from grader.worker import codec
 from grader.worker.bridge import Endpoint
 from grader.worker.codec import BridgeError, no_modes
@@ -341,6 +343,16 @@ class JudgeEndpoint(Endpoint):
         self.measure_kinds: tuple[str, ...] | None = None
         self.measure_share: dict[str, Any] = {}
         self.measure_waited = 0.0
+        # The worker's CPU as the kernel counts it (set by whoever started the worker), and
+        # what must hold before it is read: `keep_beside()` puts the worker on the judge's
+        # CPU and says whether it did (see grader/engine/worker_cpu.py).
+        self.cpu: WorkerCpu | None = None
+        self.keep_beside: Callable[[], bool] | None = None
+        # The worker's CPU for the transport of a measurement: per message, per byte.
+        self.transport_cost: tuple[float, float] | None = None
+        self.measure_start: CpuSample | None = None
+        self.measure_messages = 0
+        self.measure_bytes = 0
         self.transcript = Transcript()
         self.module_proxies: list[RemoteObject] = []
         # When the outermost call now waiting on the worker began (time.monotonic()), or None:
@@ -356,6 +368,7 @@ class JudgeEndpoint(Endpoint):
             return self._request(op, args)
         # All of it is transport for an efficiency test (grader/worker/measure.py), the
         # transcript's copies of the arguments too: only what each side executes is timed.
+        self.measure_messages += 1
         c0, waited0 = time.thread_time(), self.waited_cpu_s
         try:
             return self._request(op, args)
@@ -461,17 +474,11 @@ class JudgeEndpoint(Endpoint):
         out = extra.get("out")
         if type(out) is str and out or extra.get("dropped"):
             self.on_output(out if type(out) is str else "", int(extra.get("dropped") or 0))
-        state = extra.get("rng")
-        torch = codec.torch_loaded()
-        if type(state) is bytes and torch is not None:
-            try:
-                torch.default_generator.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8).clone())
-                self.rng_synced = state
-            except (RuntimeError, ValueError):
-                pass
-        share = extra.get("measure")
-        if self.measure_kinds and type(share) is dict:
-            _add_share(self.measure_share, share)
+        # (The worker's random state after a call, extra["rng"], is not taken: nothing the
+        # worker sends changes the judge's own state. The worker's stream goes on from it,
+        # as in one process; the judge's next draw reseeds both sides, see call_context.)
+        if self.measure_kinds and "measure" in extra:
+            add_share(self.measure_share, extra["measure"])
 
     def collects_garbage(self) -> bool:
         # With several channels, an answer in flight on one may still name what another
@@ -490,14 +497,56 @@ class JudgeEndpoint(Endpoint):
     # ---------------------------------------------------------------- measurement
 
     def begin_measure(self, kinds: tuple[str, ...]) -> None:
+        exact = self.cpu is not None and self.keep_beside is not None and self.keep_beside()
+        if exact and "time" in kinds and self.transport_cost is None:
+            self.transport_cost = self._calibrate()
         self.measure_kinds = tuple(kinds)
         self.measure_share = {}
         self.measure_waited = self.waited_cpu_s
+        self.measure_messages = 0
+        self.measure_bytes = -self._channel_bytes()
+        self.measure_start = self.cpu.sample() if exact else None
 
     def end_measure(self) -> tuple[dict[str, Any], float]:
+        """The worker's share as the verdict may use it (grader/engine/measure_check.py),
+        and the judge's own CPU seconds spent on the transport."""
+        end = self.cpu.sample() if self.measure_start is not None else None
         share, waited = self.measure_share, self.waited_cpu_s - self.measure_waited
-        self.measure_kinds, self.measure_share = None, {}
-        return share, waited
+        per_message, per_byte = self.transport_cost or (0.0, 0.0)
+        transport_s = self.measure_messages * per_message + (self.measure_bytes + self._channel_bytes()) * per_byte
+        kinds, start = self.measure_kinds or (), self.measure_start
+        self.measure_kinds, self.measure_share, self.measure_start = None, {}, None
+        return decide(share, kinds, start, end, transport_s), waited
+
+    def _channel_bytes(self) -> int:
+        chan = self.channel()
+        return chan.bytes_sent + chan.bytes_received
+
+    def _calibrate(self) -> tuple[float, float]:
+        """What the transport of a measurement costs the worker: CPU seconds per message
+        (calls that run nothing of the candidate's) and per byte of the frames (the same
+        call carrying many small numbers, the dearest data to decode per byte). The lower
+        quartile of a few of each, so that an interrupted one does not count."""
+        payload = tuple(range(50_000))
+        self.measure_kinds = ("time",)
+        try:
+            empty = sorted(self._transport_sample(()) for _ in range(CALIBRATION_MESSAGES))
+            full = sorted(self._transport_sample((payload,)) for _ in range(CALIBRATION_MESSAGES // 4))
+        finally:
+            self.measure_kinds, self.measure_share = None, {}
+        per_message = empty[len(empty) // 4][0]
+        cost, size = full[len(full) // 4]
+        return per_message, max(cost - per_message, 0.0) / max(size - empty[0][1], 1)
+
+    def _transport_sample(self, args: tuple) -> tuple[float, int]:
+        """(the worker's CPU seconds, the frames' bytes) of one measured call of "noop"."""
+        assert self.cpu is not None
+        before, size = self.cpu.sample(), self._channel_bytes()
+        self._request("noop", args)
+        after, size = self.cpu.sample(), self._channel_bytes() - size
+        if before is None or after is None:
+            return 0.0, size
+        return max(after.process_s - before.process_s, 0.0), size
 
     # ---------------------------------------------------------------- reset
 
@@ -628,6 +677,8 @@ class JudgeEndpoint(Endpoint):
         fn, cargs, ckwargs = args
         if not callable(fn) or type(cargs) is not tuple or type(ckwargs) is not tuple:
             raise BridgeError("malformed callback")
+        if self.measure_kinds:
+            self.measure_messages += 1  # the worker's transport for it is not the candidate's
         return fn(*cargs, **_kwargs(ckwargs))
 
     def encode_exception(self, exc: BaseException) -> Any:
@@ -645,6 +696,7 @@ class JudgeEndpoint(Endpoint):
 
 
 _RECORDED = frozenset({"call", "callmethod", "call_then_read", "getattr", "setattr"})
+CALIBRATION_MESSAGES = 16
 
 # The longest outermost call into the worker since the plugin last reset it (per test): the
 # reference's figure sets each test's per-call time limit (grader/engine/time_limits.py).
@@ -655,17 +707,6 @@ def _kwargs(pairs: tuple) -> dict[str, Any]:
     if not all(type(p) is tuple and len(p) == 2 and type(p[0]) is str for p in pairs):
         raise BridgeError("malformed keyword arguments")
     return dict(pairs)
-
-
-def _add_share(total: dict[str, Any], share: dict[str, Any]) -> None:
-    for key in ("ops", "flops", "syncs", "time_s"):
-        value = share.get(key, 0)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            total[key] = total.get(key, 0) + value
-    storages = share.get("storages")
-    if type(storages) is list:
-        total.setdefault("storages", []).extend(
-            s for s in storages[:100_000] if type(s) is list and len(s) == 3)
 
 
 def _type_info(info: Any) -> TypeInfo:

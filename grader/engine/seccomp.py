@@ -1,4 +1,5 @@
-"""A seccomp filter that stops the worker from creating processes.
+"""A seccomp filter that stops the worker from creating processes (or moving itself to
+other CPUs).
 
 The candidate's code needs threads (torch uses them, the scheduler kata tests them) but
 never a process: with no fork, no daemon can outlive the review, no second process can add
@@ -23,10 +24,11 @@ _KILL_PROCESS = 0x80000000
 _ERRNO = 0x00050000
 _CLONE_THREAD = 0x00010000
 
-# (audit arch, clone, clone3, fork, vfork); fork/vfork do not exist on aarch64.
+# (audit arch, clone, clone3, fork, vfork, sched_setaffinity); fork/vfork do not exist on
+# aarch64.
 _ARCHES = {
-    "x86_64": (0xC000003E, 56, 435, 57, 58),
-    "aarch64": (0xC00000B7, 220, 435, None, None),
+    "x86_64": (0xC000003E, 56, 435, 57, 58, 203),
+    "aarch64": (0xC00000B7, 220, 435, None, None, 122),
 }
 
 
@@ -36,7 +38,7 @@ def supported() -> bool:
 
 def no_fork_program() -> bytes:
     """The filter as a compiled classic-BPF program (what bwrap --seccomp reads)."""
-    arch, clone, clone3, fork, vfork = _ARCHES[platform.machine()]
+    arch, clone, clone3, fork, vfork, setaffinity = _ARCHES[platform.machine()]
     eperm, enosys = _ERRNO | errno.EPERM, _ERRNO | errno.ENOSYS
     code: list[tuple[int, Any, Any, int]] = [
         (_LD_W_ABS, 0, 0, 4),                 # arch
@@ -45,7 +47,9 @@ def no_fork_program() -> bytes:
     ]
     if platform.machine() == "x86_64":
         code.append((_JGE_K, "kill", 0, 0x40000000))  # the x32 ABI
-    for nr in (fork, vfork):
+    # sched_setaffinity too: while the judge measures, it keeps the worker on its own CPU
+    # so that its reading of the worker's CPU time is exact (grader/engine/worker_cpu.py).
+    for nr in (fork, vfork, setaffinity):
         if nr is not None:
             code.append((_JEQ_K, "eperm", 0, nr))
     code += [

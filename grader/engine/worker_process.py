@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from grader.engine import sandbox
 from grader.engine.judge_bridge import JudgeEndpoint
+from grader.engine.worker_cpu import WorkerCpu
 from grader.worker.wire import FramedSocket, PeerClosed, WireError
 
 _MAX_RAW_OUTPUT = 64_000
@@ -103,6 +104,10 @@ class WorkerProcess:
             return False, {"kind": "crashed", "msg": "the worker broke the protocol at start"}, None
         _, ok, body, extra = msg
         endpoint = JudgeEndpoint(chan, self._broker, on_output=self.on_output)
+        pid = self.python_pid()
+        if pid is not None:  # the kernel's account of its CPU, for efficiency verdicts
+            cpu = WorkerCpu(pid)
+            endpoint.cpu = cpu if cpu.available else None
         endpoint.on_extra(extra)
         if not ok:
             return False, body if type(body) is dict else {"kind": "crashed", "msg": "?"}, None

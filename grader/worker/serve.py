@@ -99,7 +99,6 @@ class WorkerEndpoint(Endpoint):
         self.type_ids = itertools.count(1)
         self.stubs: dict[int, Callback] = {}
         self.pending_rng: bytes | None = None
-        self.rng_after: bytes | None = None
         self.share: dict[str, Any] = {}
         self.module_handle = self.export(module)
 
@@ -210,7 +209,7 @@ class WorkerEndpoint(Endpoint):
             self.pending_rng = ctx["rng"]
         if torch is not None and self.pending_rng is not None:
             _set_rng(torch, self.pending_rng)
-            self.rng_after, self.pending_rng = self.pending_rng, None
+            self.pending_rng = None
         kinds = ctx.get("measure")
         grad = torch.set_grad_enabled(bool(ctx.get("grad", True))) if torch is not None else None
         if not kinds:
@@ -246,12 +245,6 @@ class WorkerEndpoint(Endpoint):
             out, dropped = self.capture.drain()
             if out or dropped:
                 extra["out"], extra["dropped"] = out, dropped
-        torch = codec.torch_loaded()
-        if torch is not None and self.rng_after is not None:
-            state = torch.default_generator.get_state().numpy().tobytes()
-            if state != self.rng_after:
-                extra["rng"] = state
-                self.rng_after = state
         if self.share:
             extra["measure"], self.share = self.share, {}
         return extra
@@ -461,6 +454,9 @@ _OPS = {
     "backward": lambda ep, handle, grad, sids: ep.backward(handle, grad, sids),
     "reset": lambda ep: ep.reset(),
     "ping": lambda ep: "pong",
+    # Runs no code of the candidate's, measured like a call: the judge's calibration of
+    # what the transport of one message costs the worker (grader/engine/judge_bridge.py).
+    "noop": lambda ep, *payload: None,
     "spin": lambda ep, seconds: ep.set_spin(seconds),
     "stats": lambda ep: {"shared": len(ep.registry.objects), "handles": len(ep.handles),
                          "sids": sorted(ep.registry.objects)[:50]},

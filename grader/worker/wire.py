@@ -63,11 +63,15 @@ class FramedSocket:
         # peer has a CPU of its own (see grader/engine/cpus.py): waking a sleeping process
         # on another CPU costs tens of microseconds, an answer usually comes sooner.
         self.spin_s = 0.0
+        # Bytes of the frames sent and received so far (headers included): a measurement's
+        # share of the transport is estimated from them (grader/engine/judge_bridge.py).
+        self.bytes_sent = self.bytes_received = 0
         self._buf = bytearray(1 << 16)  # bytes received but not yet consumed: [_start, _end)
         self._start = self._end = 0
 
     def send(self, value: Any) -> None:
         data = dumps(value)
+        self.bytes_sent += _HEADER.size + len(data)
         self.sock.sendall(_HEADER.pack(len(data)) + data if len(data) < 65536 else _HEADER.pack(len(data)))
         if len(data) >= 65536:
             self.sock.sendall(data)
@@ -78,6 +82,7 @@ class FramedSocket:
         if size > self.max_frame_bytes:
             raise WireError(f"a frame of {size:,} bytes is over the {self.max_frame_bytes:,}-byte limit")
         self._start += _HEADER.size
+        self.bytes_received += _HEADER.size + size
         if size > len(self._buf):  # a large frame: read it straight into its own buffer
             data = bytearray(size)
             have = self._end - self._start
