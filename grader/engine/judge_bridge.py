@@ -323,6 +323,8 @@ def _typed(value: Any, kind: type, what: str) -> Any:
 
 class JudgeEndpoint(Endpoint):
     ROLE = "judge"
+    DECODE_FACTOR = 4  # what a worker's message may make the judge build (see Endpoint)
+    IMPORTS_TORCH_FOR_PEER = False
 
     def __init__(self, main: FramedSocket, broker: socket.socket,
                  on_output: Callable[[str, int], None] | None = None) -> None:
@@ -473,7 +475,11 @@ class JudgeEndpoint(Endpoint):
             return
         out = extra.get("out")
         if type(out) is str and out or extra.get("dropped"):
-            self.on_output(out if type(out) is str else "", int(extra.get("dropped") or 0))
+            out = out if type(out) is str else ""
+            dropped = extra.get("dropped")
+            dropped = dropped if type(dropped) is int and 0 <= dropped < 2**62 else 0
+            # (the worker keeps at most this much a test; a forged reply may not send more)
+            self.on_output(out[:MAX_OUTPUT_CHARS], dropped + max(len(out) - MAX_OUTPUT_CHARS, 0))
         # (The worker's random state after a call, extra["rng"], is not taken: nothing the
         # worker sends changes the judge's own state. The worker's stream goes on from it,
         # as in one process; the judge's next draw reseeds both sides, see call_context.)
@@ -633,6 +639,7 @@ class JudgeEndpoint(Endpoint):
             raise WireError("malformed handle")
         _, handle, tid, info = tree
         if info is not None:
+            self.charge(4096)
             self.types[tid] = _type_info(info)
         if tid not in self.types:
             raise WireError("a handle of an unknown type")
@@ -697,6 +704,8 @@ class JudgeEndpoint(Endpoint):
 
 _RECORDED = frozenset({"call", "callmethod", "call_then_read", "getattr", "setattr"})
 CALIBRATION_MESSAGES = 16
+MAX_OUTPUT_CHARS = 64_000  # the most printed text one reply may carry (the worker's own cap a test)
+MAX_METHODS = 2_000  # the most method names of one of the candidate's classes the judge keeps
 
 # The longest outermost call into the worker since the plugin last reset it (per test): the
 # reference's figure sets each test's per-call time limit (grader/engine/time_limits.py).
@@ -715,7 +724,8 @@ def _type_info(info: Any) -> TypeInfo:
     qualname, module, is_class, is_callable, methods = info
     return TypeInfo(codec.ensure_str(qualname, "a type name")[:200], codec.ensure_str(module, "a module")[:200],
                     bool(is_class), bool(is_callable),
-                    frozenset(m for m in methods if type(m) is str) if type(methods) is list else frozenset())
+                    frozenset(m[:200] for m in methods[:MAX_METHODS] if type(m) is str)
+                    if type(methods) is list else frozenset())
 
 
 # ------------------------------------------------------------------------ autograd

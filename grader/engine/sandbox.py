@@ -145,6 +145,10 @@ def _rlimits(limits: Limits, with_seccomp: bool) -> Callable[[], None]:
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
             resource.setrlimit(kind, (value, value))
 
+        # The judge's own memory limit (grader/engine/judge_env.py, a soft RLIMIT_DATA) is
+        # not the worker's: its limit is the address space below.
+        _, data_hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (data_hard, data_hard))
         if limits.memory_bytes:
             cap(resource.RLIMIT_AS, limits.memory_bytes)
         if limits.file_bytes:

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from . import codec
 from .codec import PLAIN, BridgeError, Registry, TensorCopy, Verbatim, fingerprint, no_modes
-from .wire import FramedSocket, PeerClosed, WireError
+from .wire import FramedSocket, PeerClosed, ReplyTooLarge, WireError
 
 MAX_EXC_MESSAGE = 4000
 _BUILTIN_EXCEPTIONS = {name: obj for name, obj in vars(builtins).items()
@@ -42,6 +42,16 @@ class Endpoint:
     # Whether a verbatim tree from the peer is checked to be plain data (the judge checks
     # what a worker sends; a worker takes the judge's as it comes).
     VERIFY_VERBATIM = True
+    # What one message from the peer may make this side build, in bytes: at least
+    # DECODE_FLOOR, at most DECODE_FACTOR times the message's size on the wire, and never
+    # more than DECODE_CAP (None: no bound; the judge bounds what a worker sends). A frame
+    # can name one object many times (pickle's memo), and each naming would be rebuilt.
+    DECODE_FACTOR: int | None = None
+    # Whether a tensor from the peer may make this side import torch (the worker: the
+    # judge's tensors are its arguments; the judge: only where its suite imported torch).
+    IMPORTS_TORCH_FOR_PEER = True
+    DECODE_FLOOR = 64 * 1024**2
+    DECODE_CAP = 1024**3
 
     def __init__(self, main: FramedSocket, sign: int) -> None:
         self.registry = Registry(sign)
@@ -128,6 +138,7 @@ class Endpoint:
                 raise WireError(f"unexpected message {str(kind)[:20]!r}")
             _, _, body, updates, extra = msg
             with self.registry.lock, no_modes():
+                self._local.budget = self._decode_budget(chan.last_frame_bytes)
                 try:
                     self.apply_updates(updates)
                     self.on_extra(extra)
@@ -138,6 +149,27 @@ class Endpoint:
                     raise
                 except Exception as exc:  # noqa: BLE001 - a value that does not decode
                     raise WireError(f"a value that cannot be rebuilt: {type(exc).__name__}: {exc}") from None
+                finally:
+                    self._local.budget = None
+
+    def _decode_budget(self, frame_bytes: int) -> list | None:
+        """[bytes this message may still make this side build, the message's size]."""
+        if self.DECODE_FACTOR is None:
+            return None
+        allowed = min(max(self.DECODE_FLOOR, self.DECODE_FACTOR * frame_bytes), self.DECODE_CAP)
+        return [allowed, frame_bytes, allowed]
+
+    def charge(self, num_bytes: int) -> None:
+        """Count what decoding is about to build against the message's budget."""
+        budget = getattr(self._local, "budget", None)
+        if budget is None:
+            return
+        budget[0] -= num_bytes
+        if budget[0] < 0:
+            raise ReplyTooLarge(
+                f"a message of {budget[1] / 1e6:,.1f} MB would take more than "
+                f"{budget[2] / 1e6:,.0f} MB to rebuild (at most {self.DECODE_FACTOR}x its size on "
+                f"the wire, {self.DECODE_CAP / 2**30:g} GiB at most): refused")
 
     # ---------------------------------------------------------------- calls in
 
@@ -320,6 +352,7 @@ class Endpoint:
     def _decode_items(self, items: Any, depth: int) -> list:
         if type(items) is not list:
             raise WireError("malformed sequence")
+        self.charge(8 * len(items) + 64)
         return [self.decode(v, depth) for v in items]
 
     def _d_tuple(self, tree: tuple, depth: int) -> Any:
@@ -356,6 +389,7 @@ class Endpoint:
     def _d_plain_dict(self, tree: tuple, depth: int) -> Any:
         if type(tree[1]) is not list:
             raise WireError("malformed dict")
+        self.charge(32 * len(tree[1]) + 64)
         out = {}
         for pair in tree[1]:
             if type(pair) is not tuple or len(pair) != 2:
@@ -377,6 +411,7 @@ class Endpoint:
         obj, _ = self._shared_target(tree[1], dict)
         if type(obj) is not dict or type(tree[2]) is not list:
             raise WireError("malformed dict")
+        self.charge(32 * len(tree[2]) + 64)
         pairs = []
         for pair in tree[2]:
             if type(pair) is not tuple or len(pair) != 2:
@@ -403,6 +438,10 @@ class Endpoint:
         if len(tree) != 11:
             raise WireError("malformed tensor")
         _, sid, dtype, shape, stride, data, device, requires_grad, is_param, grad, extra = tree
+        self._needs_torch("a tensor")
+        self.charge(len(data) + 256 if type(data) is bytes else 256)
+        if type(grad) is tuple and len(grad) == 3 and type(grad[2]) is bytes:
+            self.charge(len(grad[2]))
         value = codec.decode_tensor_data(dtype, shape, stride, data, device)
         grad_value = None
         if grad is not None:
@@ -429,6 +468,14 @@ class Endpoint:
         self.registry.mark_synced(sid, tensor)
         return tensor
 
+    def _needs_torch(self, what: str) -> None:
+        """A side that has not imported torch takes no tensor: the judge of a kata without
+        tensors (paged-kv) would otherwise import torch inside a call's time limit, and a
+        limit that cut that import short would leave torch half-imported for every later
+        test."""
+        if not self.IMPORTS_TORCH_FOR_PEER and codec.torch_loaded() is None:
+            raise BridgeError(f"your code returned {what}, and this kata has no tensors")
+
     def finish_tensor(self, value: Any, requires_grad: bool, is_param: bool, grad: Any, extra: Any) -> Any:
         import torch
 
@@ -444,6 +491,8 @@ class Endpoint:
         _, sid, device, state = tree
         if type(state) is not bytes or device not in ("cpu", "cuda"):
             raise WireError("malformed generator")
+        self._needs_torch("a torch.Generator")
+        self.charge(len(state) + 256)
         if device == "cuda" and not torch.cuda.is_available():
             device = "cpu"
         gen, _ = self._shared_target(sid, lambda: torch.Generator(device=device))
@@ -465,7 +514,10 @@ class Endpoint:
         if tag == "EL":
             return Ellipsis
         if tag == "BA":
+            self.charge(len(tree[1]) if type(tree[1]) is bytes else 0)
             return bytearray(tree[1]) if type(tree[1]) is bytes else bytearray()
+        if tag in ("DT", "DV", "SZ"):
+            self._needs_torch("a torch " + {"DT": "dtype", "DV": "device", "SZ": "Size"}[tag])
         if tag == "DT":
             return codec.dtype_by_name(tree[1])
         if tag == "DV":
@@ -497,6 +549,7 @@ class Endpoint:
 
         if type(data) is not bytes or len(data) != math.prod(shape) * dt.itemsize:
             raise WireError("numpy data does not fit its shape")
+        self.charge(len(data))
         return np.frombuffer(bytearray(data), dtype=dt).reshape(shape)
 
     DECODERS: dict[str, Callable[["Endpoint", tuple, int], Any]] = {

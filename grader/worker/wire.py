@@ -31,6 +31,10 @@ class PeerClosed(WireError):
     """The peer closed the connection (it exited or crashed)."""
 
 
+class ReplyTooLarge(WireError):
+    """A message that would take more memory to rebuild than its receiver allows."""
+
+
 class _PlainUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:  # noqa: D102 - the whole point
         raise pickle.UnpicklingError(f"frames carry plain data only, not {module}.{name}")
@@ -65,7 +69,7 @@ class FramedSocket:
         self.spin_s = 0.0
         # Bytes of the frames sent and received so far (headers included): a measurement's
         # share of the transport is estimated from them (grader/engine/judge_bridge.py).
-        self.bytes_sent = self.bytes_received = 0
+        self.bytes_sent = self.bytes_received = self.last_frame_bytes = 0
         self._buf = bytearray(1 << 16)  # bytes received but not yet consumed: [_start, _end)
         self._start = self._end = 0
 
@@ -83,6 +87,7 @@ class FramedSocket:
             raise WireError(f"a frame of {size:,} bytes is over the {self.max_frame_bytes:,}-byte limit")
         self._start += _HEADER.size
         self.bytes_received += _HEADER.size + size
+        self.last_frame_bytes = size
         if size > len(self._buf):  # a large frame: read it straight into its own buffer
             data = bytearray(size)
             have = self._end - self._start
