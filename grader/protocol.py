@@ -123,6 +123,17 @@ def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tupl
     return _call_then_read(obj, name, args, reads, result_reads)
 
 
+def run_in_one_process(fn: Callable, *args: Any) -> Any:
+    """fn(*args) in the process where the candidate's code runs, when an argument is the
+    candidate's (the reference: here), and its result back as plain data. For tests of how
+    the code behaves under real threads of one process: the harness `fn` starts the
+    threads there and reports what happened; the verdict is the test's, here. `fn`'s module
+    travels as source: the standard library and torch only."""
+    from grader.engine.judge_bridge import run_in_one_process as _run
+
+    return _run(fn, *args)
+
+
 def show(value: Any) -> str:
     """A short, readable rendering of a value for a scorecard: tensors with shape and dtype,
     floats rounded, long things cut."""

@@ -51,6 +51,17 @@ def test_lock_free_add_only_fails_the_concurrency_property():
     assert set(failed_tests(card)) == {"test_concurrent_add_and_abort"}
 
 
+@pytest.mark.parametrize("seed", [1, 7, 20261205])
+def test_an_add_lost_inside_step_fails_the_thread_test_under_every_seed(seed):
+    """add_request without a lock while step() rebuilds the waiting queue from a snapshot:
+    the producers run in the candidate's own process (threads.py), where an add lands
+    inside step() on every run (from the judge's threads, one message at a time, it never
+    did: this file scored 100 under three seeds)."""
+    card = grade_file(SLUG, corpus_file(SLUG, "buggy_step_rebuilds_waiting_queue.py"), seed=seed,
+                      tests=frozenset({"test_concurrent_add_and_abort"}))
+    assert failed_tests(card).keys() == {"test_concurrent_add_and_abort"}
+
+
 # ----------------------------------------------------------------------------- pinned shrunk failures
 
 
