@@ -11,7 +11,6 @@ with the reference, best of several timings, and measures again before failing.
 from __future__ import annotations
 
 import gc
-import threading
 from typing import Any
 
 from hypothesis import example, given, settings, strategies as st
