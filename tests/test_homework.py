@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import time
@@ -99,6 +98,35 @@ def test_new_writes_a_coach_copy_and_a_candidate_copy_with_the_same_hash(homewor
     assert coach.sha256 == candidate.sha256 and coach.id == candidate.id
 
 
+def test_new_refuses_to_overwrite_a_homework_file_unless_forced(tmp_path):
+    """A new homework has a new id: writing over week1.toml would orphan every bundle made for it."""
+    out = tmp_path / "week1.toml"
+    assert invoke("homework", "new", "--kata", "paged-kv", "-o", out).exit_code == 0
+    first = out.read_text()
+    old_id = load_homework(out, load_catalog()).id
+    refused = invoke("homework", "new", "--kata", "rope", "-o", out)
+    assert refused.exit_code == 2 and out.read_text() == first
+    unwrapped = "".join(refused.output.split())  # rich breaks long paths anywhere
+    assert f"{out},{out.with_name('week1.candidate.toml')}alreadyexist(homework{old_id})" in unwrapped
+    assert "bundles made for the old file would be rejected" in said(refused) and "--force" in said(refused)
+    forced = invoke("homework", "new", "--kata", "rope", "-o", out, "--force")
+    assert forced.exit_code == 0 and "backed up the old file to" in said(forced)
+    assert load_homework(out, load_catalog()).katas[0].slug == "rope"
+    saved = sorted((tmp_path / ".backups").iterdir())
+    assert [p.read_text() for p in saved if p.name.startswith("week1.2")] == [first]
+    assert len(saved) == 2  # the coach's copy and the candidate's
+
+
+def test_new_writes_the_candidates_copy_without_private_suites(tmp_path):
+    """The README's week1.candidate.toml is written always: the coach always has the file to send."""
+    out = tmp_path / "week1.toml"
+    result = invoke("homework", "new", "--kata", "paged-kv", "-o", out)
+    candidate = tmp_path / "week1.candidate.toml"
+    assert result.exit_code == 0 and f"sendthecandidate{candidate}" in "".join(result.output.split())
+    coach, theirs = load_homework(out, load_catalog()), load_homework(candidate, load_catalog())
+    assert coach.sha256 == theirs.sha256 and theirs.invitation is None and theirs.private_suites == ()
+
+
 @pytest.mark.parametrize("args,message", [
     (["--kata", "nope"], "unknown kata 'nope'"),
     (["--kata", "paged-kv", "--due", "10/12/2026"], "is not a date"),
@@ -142,6 +170,7 @@ def test_new_asks_before_writing_a_due_date_in_the_past(tmp_path):
     assert invoke(*args, input="\n").exit_code == 2 and not out.exists()  # the default is no
     assert invoke(*args, input="y\n").exit_code == 0 and out.exists()
     out.unlink()
+    out.with_name("hw.candidate.toml").unlink()
     skipped = invoke(*args, "--yes")
     assert skipped.exit_code == 0 and "in the past" not in skipped.output and out.exists()
 
@@ -199,6 +228,10 @@ def test_the_whole_loop_candidate_then_coach(homework, tmp_path):
     assert not row["late"] and row["time_limit_s"] == 3600 and row["signal"] == "Strong hire"
     assert row["copy_of_reference"] and row["reference_similarity"] == 1.0
     assert row["reveals"] == 1 and row["reveals_before_start"] == 1
+    # The reference pasted and graded at once: every level passed within seconds, in one grade.
+    assert row["num_grades"] == 1 and row["fast_levels"] == [1, 2, 3] and row["flags"] == ["COPY", "FAST"]
+    assert [lv["budget_min"] for lv in row["level_times"]] == [30, 55, 75]
+    assert all(lv["passed_after_s"] is not None and lv["passed_after_s"] < 120 for lv in row["level_times"])
     page = report.read_text()
     assert "Ada" in page and "a copy of the reference" in page and "1 before the session started" in page
     assert "follow-up questions for the debrief" in page and "class PagedKVCacheAllocator" not in page  # highlighted
@@ -213,8 +246,10 @@ def test_review_prints_the_coachs_seed_and_a_readable_roster(homework, tmp_path)
     assert result.exit_code == 1
     assert "with your seed 77" in result.output and "Week 1 (hw-" in said(result)
     assert max(len(line) for line in result.output.splitlines()) <= 80
-    assert "self-reported: paged-kv 48 of 60 min, 0 hints, 0 reveals" in said(result)
-    assert "the solution's file does not define `PagedKVCacheAllocator`" in said(result)
+    # A format 1 bundle (the builders' default) is read; what it cannot say is said so.
+    assert ("self-reported: paged-kv 48 min 20 s of 1 h, grades not recorded, 0 hints, 0 reveals; "
+            "first passes: not in this bundle (made by an older kata)") in said(result)
+    assert "L0: loading the file" in said(result) and "PagedKVCacheAllocator" in said(result)
 
 
 def test_submit_refuses_a_kata_never_started_unless_allowed(homework, tmp_path):
@@ -225,6 +260,89 @@ def test_submit_refuses_a_kata_never_started_unless_allowed(homework, tmp_path):
     assert allowed.exit_code == 0
     reviewed = json.loads(invoke("homework", "review", bundle, "--homework", homework, "--json").output)
     assert reviewed["rows"][0]["status"] == "missing" and reviewed["num_gradings"] == 0
+
+
+def test_submit_stops_the_homework_clock(homework, tmp_path):
+    """The sessions end at submission: time stops counting, a later grade is outside the
+    homework (no session to count in), and `homework start` refuses to open a new one."""
+    from grader import clock
+    from grader.store import Store
+
+    candidate_copy = homework.with_name("week1.candidate.toml")
+    fake = clock.FakeClock()
+    with clock.use(fake):
+        assert invoke("homework", "start", candidate_copy).exit_code == 0
+        fake.t += 9
+        bundle = tmp_path / "ada.kata.zip"
+        submitted = invoke("homework", "submit", candidate_copy, "--name", "Ada", "-o", bundle)
+        assert submitted.exit_code == 0, submitted.output
+        assert "the homework's clock stopped: paged-kv ended now" in said(submitted)
+        fake.t += 3600
+        again = invoke("homework", "submit", candidate_copy, "--name", "Ada", "-o", bundle)
+        assert again.exit_code == 0 and "clock stopped" not in again.output
+        with zipfile.ZipFile(bundle) as zf:
+            entry = json.loads(zf.read("manifest.json"))["katas"][0]
+        assert entry["time_used_s"] == 9.0 and entry["end_reason"] == "submitted" and entry["num_grades"] == 0
+        assert entry["session_ended_at"] - entry["session_started_at"] == 9.0
+        assert [lv["passed_at"] for lv in entry["levels"]] == [None, None, None]
+        status = json.loads(invoke("homework", "status", candidate_copy, "--json").output)["katas"][0]
+        assert status["state"] == "submitted, never graded" and status["submitted"]
+        late_grade = invoke("grade")  # the session is over: nothing to count a grade in
+        assert late_grade.exit_code == 2 and "no active session" in said(late_grade)
+        reopened = invoke("homework", "start", candidate_copy, "paged-kv")
+        assert reopened.exit_code == 2 and "you submitted Week 1" in said(reopened)
+        assert "a new one would not be part of the homework" in said(reopened)
+    with Store() as store:
+        [session] = store.sessions_for_homework(load_homework(homework, load_catalog()).id)
+        assert session.status == "ended" and session.end_reason == "submitted"
+
+
+def _timed_unit(hw, candidate, *, used_s, levels, grades=1, score=100):
+    """A graded unit result whose self-reported block is `levels`: [(passed_after_s or None)]."""
+    start = time.time() - 10_000
+    passes = [{"level": i, "passed_at": None if after is None else start + after, "used_s": after}
+              for i, after in enumerate(levels, start=1)]
+    return {"format": 1, "homework_id": hw.id, "bundle": f"{candidate}.kata.zip", "bundle_sha256": "0" * 64,
+            "kata": "paged-kv", "seed": 8, "status": "graded", "candidate": candidate, "problem": "",
+            "self_reported": {"time_used_s": used_s, "hints_used": 0, "graded_at": start + used_s, "reveals": [],
+                              "session_started_at": start, "num_grades": grades, "levels": passes},
+            "claimed": None, "mismatch": False, "private": [], "source": "", "solution_sha256": candidate * 64,
+            "reference_similarity": 0.3, "similarity_not_measured": "",
+            "regraded": {"score": score, "passed": score == 100, "num_tests": 3, "failures": [], "num_failures": 0,
+                         "contained": True, "notes": [],
+                         "levels": [{"level": i, "name": "n", "passed": after is not None}
+                                    for i, after in enumerate(levels, start=1)]}}
+
+
+def test_the_roster_shows_seconds_grades_first_passes_and_flags_fast_levels(homework):
+    """9 seconds reads "9 s", never "0 min"; each level's first pass from the start, against
+    the minutes up to it (paged-kv: 30, 55, 75); FAST under 10 % of those, at every level."""
+    from grader.homework.html import render_html
+    from grader.homework.roster import build_rows
+    from grader.homework.terminal import render_roster
+
+    hw = load_homework(homework, load_catalog())
+    units = [_timed_unit(hw, "Zip", used_s=9.0, levels=[9, 9, 9]),
+             _timed_unit(hw, "Ann", used_s=2700.0, levels=[2400, 2400, 2700], grades=4),  # one grade for L1-2
+             _timed_unit(hw, "Ty", used_s=150.0, levels=[150, 330, None], score=70)]
+    rows = {r.candidate: r for r in build_rows(hw, load_catalog(), units)}
+    assert rows["Zip"].fast_levels == [1, 2, 3] and rows["Zip"].flags == ["FAST"] and rows["Zip"].needs_attention
+    assert rows["Ann"].fast_levels == [] and rows["Ann"].flags == [] and not rows["Ann"].needs_attention
+    assert rows["Ty"].fast_levels == [1] and rows["Ty"].level_times[2]["passed_after_s"] is None  # 150 s < 180 s
+    assert rows["Zip"].to_dict()["level_times"][0] == {"level": 1, "budget_min": 30, "passed_after_s": 9.0,
+                                                       "used_s": 9, "fast": True}
+    console = Console(width=80, record=True, file=io.StringIO())
+    render_roster(console, hw, list(rows.values()), 8)
+    plain = console.export_text()
+    text = " ".join(plain.split())
+    assert ("paged-kv 9 s of 1 h, 1 grade, 0 hints, 0 reveals; first passes: L1 at 9 s of 30 min (FAST), "
+            "L2 at 9 s of 55 min (FAST), L3 at 9 s of 75 min (FAST)") in text
+    assert "paged-kv 45 min of 1 h, 4 grades" in text and "L3 at 45 min of 75 min" in text
+    assert "L3 not passed" in text and "FAST, passed in under 10 % of the minutes (self-reported): paged-kv L1" in text
+    assert max(len(line) for line in plain.splitlines()) <= 80
+    page = render_html(hw, list(rows.values()), 8)
+    assert "<div class='bad'>L1 at 9 s of 30 min (fast)</div>" in page and "fast: L1, L2, L3" in page
+    assert "<th>grades*</th>" in page and "<th>first passes*</th>" in page and "9 s / 1 h" in page
 
 
 def _link_info(name: str) -> zipfile.ZipInfo:
@@ -255,6 +373,9 @@ def _encrypted_member(path: Path) -> Path:
 
 SRC = b"x = 1\n"
 FILES = {"solutions/paged_kv.py": SRC}
+# A file that loads, so that its code runs (where it runs is what containment is about): a
+# file that cannot load is answered by a compile check, and nothing of it runs at all.
+RUNS = (REPO_ROOT / "katas" / "paged_kv" / "stub.py").read_bytes()
 HOSTILE_BUNDLES = {
     "path traversal": (lambda p: write_bundle(p, manifest(SRC), FILES, [("../escape.py", b"boom")]), "path traversal"),
     "absolute path": (lambda p: write_bundle(p, manifest(SRC), FILES, [("/tmp/abs.py", b"boom")]), "absolute"),
@@ -322,7 +443,7 @@ def test_review_of_a_bundle_for_another_homework_is_rejected(homework, tmp_path)
 
 def test_review_refuses_to_run_uncontained_unless_the_coach_allows_it(homework, tmp_path, monkeypatch):
     hw = load_homework(homework, load_catalog())
-    bundle = solution_bundle(tmp_path / "bo.kata.zip", SRC, hw.id, homework_sha256=hw.sha256, candidate="Bo")
+    bundle = solution_bundle(tmp_path / "bo.kata.zip", RUNS, hw.id, homework_sha256=hw.sha256, candidate="Bo")
     monkeypatch.setenv(sandbox.ENV_SANDBOX, "none")
     refused = invoke("homework", "review", bundle, "--homework", homework)
     assert refused.exit_code == 2 and "would run uncontained here: KATA_SANDBOX=none" in said(refused)
@@ -339,7 +460,7 @@ def test_a_grading_that_comes_back_uncontained_is_not_shown_without_permission(h
     from grader.homework import unit
 
     hw = load_homework(homework, load_catalog())
-    bundle = solution_bundle(tmp_path / "bo.kata.zip", SRC, hw.id, homework_sha256=hw.sha256, candidate="Bo")
+    bundle = solution_bundle(tmp_path / "bo.kata.zip", RUNS, hw.id, homework_sha256=hw.sha256, candidate="Bo")
     monkeypatch.setenv(sandbox.ENV_SANDBOX, "none")
     result = unit.grade_unit(hw, load_catalog(), bundle, "paged-kv", 3)
     assert result["status"] == "uncontained" and "regraded" not in result and "private" not in result

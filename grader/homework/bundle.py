@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from grader.catalog import Catalog
+from grader.catalog import Catalog, Kata
 from grader.errors import KataError
 from grader.homework.manifest import (BUNDLE_FORMAT, MAX_NAME_CHARS, MAX_REVEALS, Manifest, ManifestError,
                                       parse_manifest)
+from grader.homework.invites import clean_name
 from grader.homework.spec import Homework
+from grader.sessions import level_clocks
 from grader.store import Store
 
 MANIFEST = "manifest.json"
@@ -34,9 +36,9 @@ MAX_MEMBERS = 64
 
 
 class BundleError(KataError):
-    default_hint = "ask for a bundle made again with `kata homework submit`"
-
     """A bundle cannot be trusted or read; the message says which member and why."""
+
+    default_hint = "ask for a bundle made again with `kata homework submit`"
 
 
 @dataclass
@@ -54,30 +56,53 @@ class OpenedBundle:
 # ---------------------------------------------------------------------------- submit
 
 
+def submitter(homework: Homework, name: str | None) -> str:
+    """Who submits: the name the candidate's invitation binds, or (no invitation) `--name`."""
+    invitation = homework.invitation
+    if invitation is not None:
+        if name is not None and clean_name(name, "--name") != invitation.candidate:
+            raise KataError(f"this homework file was issued to {invitation.candidate!r}, not {name.strip()!r}",
+                            hint="leave out --name (the invitation names you), or submit with the file "
+                                 "your coach sent you")
+        return invitation.candidate
+    if name is None or not name.strip():
+        raise KataError("--name is missing: this homework file names no candidate",
+                        hint='for example --name "Ada Lovelace", as your coach knows you')
+    name = name.strip()
+    if len(name) > MAX_NAME_CHARS or not name.isprintable():
+        raise KataError("--name must be 1 to 100 printable characters", hint='for example --name "Ada Lovelace"')
+    return name
+
+
 def build_bundle(homework: Homework, store: Store, catalog: Catalog, *, candidate: str, out: Path,
                  allow_missing: bool) -> dict[str, Any]:
-    """Write the bundle to `out` and return its manifest."""
-    candidate = candidate.strip()
-    if not candidate or len(candidate) > MAX_NAME_CHARS or not candidate.isprintable():
-        raise KataError("--name must be 1 to 100 printable characters", hint='for example --name "Ada Lovelace"')
+    """End the homework's open sessions (submitting stops the clock: a later grade is not
+    part of the homework), write the bundle to `out` and return its manifest."""
     sessions = store.sessions_for_homework(homework.id)
-    entries, files, missing = [], {}, []
+    started = {s.kata for s in sessions}
+    missing = [k.slug for k in homework.katas if k.slug not in started]
+    if missing and not allow_missing:
+        raise KataError(f"never started: {', '.join(missing)}",
+                        hint="`kata homework start <file> <slug>` to work it, or submit with --allow-missing")
+    for session in sessions:
+        if session.status == "active":
+            store.end_session(session.id, "submitted")
+    sessions = store.sessions_for_homework(homework.id)
+    entries, files = [], {}
     for hw_kata in homework.katas:
         kata = catalog.get(hw_kata.slug)
         mine = [s for s in sessions if s.kata == kata.slug]
         if not mine:
-            missing.append(kata.slug)
             entries.append({"slug": kata.slug, "module": kata.module, "missing": True})
             continue
-        entry, source = _entry(store, kata.slug, kata.module, mine[-1])
+        entry, source = _entry(store, kata, mine[-1])
         entries.append(entry)
         files[entry["file"]] = source
-    if missing and not allow_missing:
-        raise KataError(f"never started: {', '.join(missing)}",
-                        hint="`kata homework start <file> <slug>` to work it, or submit with --allow-missing")
     manifest = {"format": BUNDLE_FORMAT, "homework_id": homework.id, "homework_sha256": homework.sha256,
                 "homework_title": homework.title, "candidate": candidate, "created_at": time.time(),
                 "katas": entries}
+    if homework.invitation is not None:
+        manifest["token"] = homework.invitation.token
     parse_manifest(json.loads(json.dumps(manifest)))  # what we send must pass the coach's schema
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -89,7 +114,8 @@ def build_bundle(homework: Homework, store: Store, catalog: Catalog, *, candidat
     return manifest
 
 
-def _entry(store: Store, slug: str, module: str, session: Any) -> tuple[dict[str, Any], str]:
+def _entry(store: Store, kata: Kata, session: Any) -> tuple[dict[str, Any], str]:
+    slug, module = kata.slug, kata.module
     attempts = store.attempts_for_session(session.id)
     if attempts:
         latest = attempts[0]
@@ -102,11 +128,13 @@ def _entry(store: Store, slug: str, module: str, session: Any) -> tuple[dict[str
     else:
         path = Path(session.solution_path)
         source = path.read_text(encoding="utf-8") if path.is_file() else ""
-        claimed, graded_at, time_used = None, None, time.time() - session.started_at
+        claimed, graded_at, time_used = None, None, session.elapsed_s
     entry = {"slug": slug, "module": module, "missing": False, "file": f"solutions/{module}.py",
              "sha256": hashlib.sha256(source.encode()).hexdigest(),
-             "session_started_at": session.started_at, "graded_at": graded_at,
+             "session_started_at": session.started_at, "session_ended_at": session.ended_at,
+             "end_reason": session.end_reason, "graded_at": graded_at,
              "time_used_s": time_used, "time_limit_s": session.minutes * 60.0,
+             "num_grades": len(attempts), "levels": _level_passes(store, session, kata),
              "hints_used": store.hints_shown(slug, session.id),
              # Every reveal of this kata, before the session too: seeing the reference before
              # `homework start` is exactly what a coach wants to know.
@@ -114,6 +142,16 @@ def _entry(store: Store, slug: str, module: str, session: Any) -> tuple[dict[str
                          for at, session_id in store.reveal_log(slug)[-MAX_REVEALS:]],
              "claimed": claimed}
     return entry, source
+
+
+def _level_passes(store: Store, session: Any, kata: Kata) -> list[dict[str, Any]]:
+    """Each level's first pass and the time it took from the level's start (sessions.py)."""
+    passes = []
+    for clock in level_clocks(store, session, kata):
+        used = clock.used_s(clock.passed_at) if clock.passed_at is not None else None
+        passes.append({"level": clock.level, "passed_at": clock.passed_at,
+                       "used_s": None if used is None else round(used, 1)})
+    return passes
 
 
 # ---------------------------------------------------------------------------- open

@@ -20,6 +20,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
 from grader.homework.roster import RosterRow, candidate_summary
+from grader.homework.selfreport import duration
+from grader.homework.terminal import level_time
 from grader.homework.spec import Homework
 
 _FORMATTER = HtmlFormatter(cssclass="src", linenos="inline", wrapcode=True)
@@ -51,8 +53,6 @@ def _e(value: Any) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _minutes(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds / 60:.0f} min"
 
 
 def _when(timestamp: float | None) -> str:
@@ -69,11 +69,11 @@ def render_html(homework: Homework, rows: list[RosterRow], seed: int | None = No
            f"{_e(_when(time.time()))} with your seed <b>{_e(seed)}</b>. Every score is your own "
            "re-grading of the submitted source with that seed; a claimed score is only compared "
            "(replayed with the candidate's seed when it differs) to flag a MISMATCH. "
-           "<span class='self'>Time used, hints, reveals and lateness are self-reported: they "
-           "come from the candidate's machine.</span></p>",
+           "<span class='self'>Time used, grades, first passes, hints, reveals and lateness are "
+           "self-reported: they come from the candidate's machine.</span></p>",
            "<table id='roster'><thead><tr>"]
     for col in ("candidate", "kata", "score", "levels", "private", "signal", "claim",
-                "time used*", "hints*", "reveals*", "late*", "flags", "notes"):
+                "time used*", "grades*", "first passes*", "hints*", "reveals*", "late*", "flags", "notes"):
         out.append(f"<th>{col}</th>")
     out.append("</tr></thead><tbody>")
     out.extend(_row(row) for row in rows)
@@ -95,21 +95,36 @@ def _row(row: RosterRow) -> str:
         claim = f"<span class='bad'>{_e(row.claimed_score)} (MISMATCH)</span>"
     else:
         claim = "-" if row.claimed_score is None else _e(f"{row.claimed_score}")
-    used = f"{_minutes(row.time_used_s)} / {_minutes(row.time_limit_s)}"
+    used = f"{duration(row.time_used_s)} / {duration(row.time_limit_s)}"
     if row.overtime:
         used = f"<span class='bad'>{_e(used)}</span>"
     flags = [name for name, on in (("copy of the reference", row.copy_of_reference),
+                                   ("similarity not measured", bool(row.similarity_not_measured)),
+                                   ("fast: " + ", ".join(f"L{lv}" for lv in row.fast_levels), bool(row.fast_levels)),
                                    ("uncontained", row.contained is False),
                                    ("identical to " + ", ".join(row.identical_to), bool(row.identical_to))) if on]
     who = row.candidate if row.status != "rejected" else f"? ({row.bundle})"
     reported = row.status not in ("rejected", "missing")
+    grades = "-" if row.num_grades is None or not reported else _e(row.num_grades)
     cells = [_e(who), _e(row.kata), score, levels, private, _e(row.signal) or "-", claim,
-             used if reported else "-", _e(row.hints_used) if reported else "-", _e(row.reveals) if reported else "-",
+             used if reported else "-", grades, _passes(row) if reported else "-",
+             _e(row.hints_used) if reported else "-", _e(row.reveals) if reported else "-",
              "<span class='bad'>late</span>" if row.late else ("no" if reported else "-"),
              "".join(f"<div class='flag'>{_e(f)}</div>" for f in flags), _e(row.problem)]
     texts = {0, len(cells) - 1}  # the candidate's name and the notes: long, from outside
     return "<tr>" + "".join(f"<td class='text'>{c}</td>" if i in texts else f"<td>{c}</td>"
                             for i, c in enumerate(cells)) + "</tr>"
+
+
+def _passes(row: RosterRow) -> str:
+    """Each level's first pass from the session's start, a FAST one marked."""
+    if row.level_times is None:
+        return "not in this bundle"
+    out = []
+    for lv in row.level_times:
+        text = level_time(lv)
+        out.append(f"<div class='bad'>{_e(text)} (fast)</div>" if lv["fast"] else f"<div>{_e(text)}</div>")
+    return "".join(out)
 
 
 def _candidate(rows: list[RosterRow]) -> str:
@@ -146,9 +161,14 @@ def _facts(row: RosterRow) -> str:
     if row.claim_note:
         facts.append(("claim", row.claim_note))
     if row.reference_similarity is not None:
-        facts.append(("similarity to the reference", f"{row.reference_similarity:.0%} after normalising names, "
-                      "comments and formatting" + (" — a copy of the reference" if row.copy_of_reference else "")))
-    facts.append(("time used*", f"{_minutes(row.time_used_s)} of {_minutes(row.time_limit_s)}"))
+        facts.append(("similarity to the reference", f"{row.reference_similarity:.0%} of the code the suite "
+                      "reaches, after dropping dead code and large literals and normalising names, comments "
+                      "and formatting" + (" — a copy of the reference" if row.copy_of_reference else "")))
+    elif row.similarity_not_measured:
+        facts.append(("similarity to the reference", f"not measured: {row.similarity_not_measured} — "
+                      "read the source"))
+    facts.append(("time used*", f"{duration(row.time_used_s)} of {duration(row.time_limit_s)}"
+                  + ("" if row.num_grades is None else f", {row.num_grades} grade(s)")))
     if row.reveal_times:
         facts.append(("reveals*", ", ".join(_when(t) for t in row.reveal_times)
                       + (f" ({row.reveals_before_start} before the session started)" if row.reveals_before_start else "")))

@@ -20,6 +20,7 @@ from typing import Any
 from grader.catalog import Catalog
 from grader.engine.report import LevelScore, interview_signal
 from grader.errors import KataError
+from grader.homework.selfreport import duration, self_reported_into
 from grader.homework.similarity import RESEMBLES_THRESHOLD
 from grader.homework.spec import Homework
 
@@ -102,8 +103,14 @@ class RosterRow:
     reveals_before_start: int = 0
     reveal_times: list[float] = field(default_factory=list)
     late: bool = False
+    num_grades: int | None = None                  # None: the bundle does not say (format 1)
+    # per level: budget_min (its minutes and those before it), passed_after_s (from the start),
+    # used_s (its own), fast
+    level_times: list[dict[str, Any]] | None = None
+    fast_levels: list[int] = field(default_factory=list)
     copy_of_reference: bool = False
     reference_similarity: float | None = None
+    similarity_not_measured: str = ""  # why; a flag of its own, never "not a copy"
     identical_to: list[str] = field(default_factory=list)
     contained: bool | None = None
     problem: str = ""
@@ -116,9 +123,16 @@ class RosterRow:
     followups: list[str] = field(default_factory=list)
 
     @property
+    def flags(self) -> list[str]:
+        """What the coach must look at besides the score, by name (terminal, --json, --html)."""
+        named = (("MISMATCH", self.mismatch), ("COPY", self.copy_of_reference),
+                 ("UNMEASURED", bool(self.similarity_not_measured)), ("FAST", bool(self.fast_levels)),
+                 ("SAME", bool(self.identical_to)), ("UNCONTAINED", self.contained is False))
+        return [name for name, on in named if on]
+
+    @property
     def needs_attention(self) -> bool:
-        return (self.status != "graded" or self.mismatch or self.score != 100
-                or self.copy_of_reference or bool(self.identical_to))
+        return self.status != "graded" or self.score != 100 or bool(self.flags)
 
     @property
     def overtime(self) -> bool:
@@ -126,7 +140,9 @@ class RosterRow:
             and self.time_used_s > self.time_limit_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "self_reported": ["time_used_s", "hints_used", "reveals", "late"]}
+        return {**self.__dict__, "flags": self.flags,
+                "self_reported": ["time_used_s", "hints_used", "reveals", "late", "num_grades", "level_times",
+                                  "fast_levels"]}
 
 
 def build_rows(homework: Homework, catalog: Catalog, results: list[dict[str, Any]],
@@ -169,7 +185,7 @@ def _row(homework: Homework, catalog: Catalog, result: dict[str, Any], now: floa
     row.num_levels, row.required_levels = len(kata.levels), hw_kata.required_levels
     row.time_limit_s = hw_kata.minutes * 60.0  # the coach's limit, not the one the bundle states
     row.followups = list(kata.followups)
-    _self_reported(row, result.get("self_reported") or {}, homework, now)
+    self_reported_into(row, result.get("self_reported") or {}, homework, kata, now)
     if status != "graded":
         return row
     graded = result["regraded"]
@@ -190,21 +206,13 @@ def _row(homework: Homework, catalog: Catalog, result: dict[str, Any], now: floa
     _claim(row, result)
     row.reference_similarity = result.get("reference_similarity")
     row.copy_of_reference = bool(result.get("copy_of_reference"))
+    if "similarity_not_measured" in result:
+        row.similarity_not_measured = clip(result["similarity_not_measured"] or "", MAX_PROBLEM_CHARS)
+    elif row.reference_similarity is None:  # a unit result from before the flag: None meant the same
+        row.similarity_not_measured = "not measured (a result from an older kata)"
     row.source, row.source_lines, cut = clip_source(str(result.get("source") or ""))
     row.source_truncated = cut or bool(result.get("source_truncated"))
     return row
-
-
-def _self_reported(row: RosterRow, reported: dict[str, Any], homework: Homework, now: float) -> None:
-    row.time_used_s = reported.get("time_used_s")
-    row.hints_used = int(reported.get("hints_used") or 0)
-    reveals = reported.get("reveals") or []
-    row.reveal_times = [r["at"] for r in reveals]
-    row.reveals = max(len(reveals), int(reported.get("reveal_count") or 0))
-    started = reported.get("session_started_at")
-    row.reveals_before_start = sum(1 for t in row.reveal_times if started is not None and t < started)
-    graded_at = reported.get("graded_at")
-    row.late = homework.is_late(graded_at if graded_at is not None else now)
 
 
 def _claim(row: RosterRow, result: dict[str, Any]) -> None:
@@ -254,6 +262,13 @@ def candidate_summary(rows: list[RosterRow]) -> str:
         flags.append("claims do not reproduce (MISMATCH)")
     if any(r.copy_of_reference for r in rows):
         flags.append("copy of the reference: " + ", ".join(r.kata for r in rows if r.copy_of_reference))
+    for r in rows:
+        if r.similarity_not_measured:
+            flags.append(f"similarity to the reference not measured for {r.kata}: {r.similarity_not_measured}")
+    fast = [f"{r.kata} L{lv['level']} at {duration(lv['passed_after_s'])} of {lv['budget_min']} min"
+            for r in rows for lv in (r.level_times or []) if lv["fast"]]
+    if fast:
+        flags.append("FAST, passed in under 10 % of the minutes (self-reported): " + ", ".join(fast))
     close = [r for r in rows if not r.copy_of_reference and (r.reference_similarity or 0) >= RESEMBLES_THRESHOLD]
     if close:
         flags.append("resembles the reference: " + ", ".join(f"{r.kata} ({r.reference_similarity:.0%})" for r in close))

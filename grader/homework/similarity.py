@@ -1,30 +1,165 @@
-"""How close a solution is to the kata's reference once everything cosmetic is normalised.
+"""How close a solution is to the kata's reference once everything cosmetic is normalised,
+and every padding dropped.
 
-A copy of the reference scores 100, and the review must still say so. Renaming variables,
-rewording docstrings and comments, reformatting, adding type hints or reordering methods
-changes nothing here: both sources are parsed with ``ast``, docstrings, bare strings,
+A copy of the reference scores 100, and the review must still say so. Both sources are first
+cut to the code the kata's suite can reach, without dead code or large constant tables
+(normalise.py). Renaming variables, rewording docstrings and comments, reformatting, adding
+type hints or reordering methods changes nothing after that: docstrings, bare strings,
 annotations and string contents are dropped, and every identifier is renamed to ``v0, v1,
-…`` (attributes, keywords and methods to ``m0, m1, …``) in order of first appearance. Two measures are taken on what is left:
+…`` (attributes, keywords and methods to ``m0, m1, …``) in order of first appearance. Three
+measures are taken on what is left; the similarity is the largest:
 
-* the token-sequence ratio of the whole module (``difflib``: 1.0 is identical), and
+* the token-sequence ratio of the whole module (``difflib``: 1.0 is identical);
 * the share of the reference's functions (weighted by size) that appear in the solution
-  with an identical normalised body, in any order (catches reordered methods).
+  with an identical normalised body, in any order (catches reordered methods);
+* the share of the reference's statements (weighted by size, every name of the module's
+  own collapsed to one placeholder) that appear in the solution, counted only where the
+  solution is at least ``PADDED_SIZE`` times the reference's size: the ratio cannot reach
+  the threshold there, and a copy with live code added between its lines would pass.
 
-The similarity is the larger of the two. An independent solution of the same API shares
-signatures and a few idioms, not the bodies: the corpora's solutions written another way
-measure 0.2-0.46, their small edits of the reference 0.74-0.98, a cosmetic copy 1.0.
+An independent solution of the same API shares signatures and a few idioms, not the bodies:
+the corpora's solutions written another way measure 0.09-0.53 (tests/test_copy_detection.py).
+
+When a file cannot be measured (it does not parse, builds its code at run time, is still
+too large once normalised, or the comparison runs out of its CPU budget), the result says
+why and holds no value: the review flags that row "similarity not measured", never "not a
+copy".
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import re
+from collections import Counter
+from dataclasses import dataclass
+
+from grader.homework.normalise import Api, Budget, DeadCode, OverBudget, dynamic_code, keep_reachable
 
 COPY_THRESHOLD = 0.9        # "a copy of the reference": flagged
 RESEMBLES_THRESHOLD = 0.75  # "resembles the reference": said in the summary, not flagged
+PADDED_SIZE = 1.2           # solution / reference tokens from which statement containment counts
+MAX_SOURCE_BYTES = 256_000  # a bundle's member may be 1 MB; no honest solution is a quarter of it
+MAX_NODES = 40_000          # after normalising (the largest reference: ~7,000)
+CPU_SECONDS = 10.0          # per file; an honest one takes well under 0.2 s
+_MIN_LINE_TOKENS = 4        # `return v` and `v = v` say nothing about who wrote a file
 _TOKEN = re.compile(r"\w+|[^\w\s]")
-_MAX_TOKENS = 40_000  # beyond this a "solution" is not worth a quadratic comparison
+_COMMENT_LINES = re.compile(r"^[ \t]*(#[^\n]*)?\n", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """0.0 (unrelated) .. 1.0 (the reference, cosmetically changed), or None with the reason
+    it could not be measured."""
+
+    value: float | None
+    not_measured: str = ""
+
+    @property
+    def copy(self) -> bool:
+        return self.value is not None and self.value >= COPY_THRESHOLD
+
+
+class _NotMeasured(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class _Form:
+    """A module's normalised form, as the three measures read it."""
+
+    num_nodes: int
+    tokens: tuple[str, ...]
+    bodies: dict[str, int]      # normalised function text -> its number of tokens
+    lines: Counter              # collapsed statement -> how many times
+
+
+def measure(solution: str, reference: str, api: Api, *, cpu_seconds: float = CPU_SECONDS) -> Similarity:
+    """The similarity of `solution` to `reference`, both cut to what `api` reaches."""
+    size = _code_bytes(solution)
+    if size > MAX_SOURCE_BYTES:
+        return Similarity(None, f"the file holds {size:,} bytes of code (not counting comment lines); "
+                                f"the comparison reads at most {MAX_SOURCE_BYTES:,}")
+    budget = Budget(cpu_seconds)
+    try:
+        theirs = _reference_form(reference, api)
+        ours = _form(solution, api, budget, trusted=False)
+        if ours.num_nodes > MAX_NODES:
+            raise _NotMeasured(f"without unreached code, dead code and large literals it still has "
+                               f"{ours.num_nodes:,} syntax nodes (the comparison takes at most "
+                               f"{MAX_NODES:,}; the reference has {theirs.num_nodes:,})")
+        return Similarity(round(_compare(ours, theirs, budget), 3))
+    except _NotMeasured as exc:
+        return Similarity(None, exc.reason)
+    except OverBudget:
+        return Similarity(None, f"the comparison took more than its {cpu_seconds:g} CPU seconds")
+    except (RecursionError, MemoryError):
+        return Similarity(None, "the file is nested too deeply (or too large) to compare")
+
+
+def reference_similarity(solution: str, reference: str, api: Api) -> float | None:
+    """The value of `measure`, None when it could not be measured."""
+    return measure(solution, reference, api).value
+
+
+def _code_bytes(source: str) -> int:
+    """The size parsing costs: comment-only and blank lines are skipped by the tokenizer
+    almost for free (a copy padded with a megabyte of comments is still measured)."""
+    return len(_COMMENT_LINES.sub("", source).encode("utf-8", "replace"))
+
+
+@functools.lru_cache(maxsize=32)
+def _reference_form(reference: str, api: Api) -> _Form:
+    # The same for every candidate of a kata: normalised once per review.
+    return _form(reference, api, Budget(60.0), trusted=True)
+
+
+def _form(source: str, api: Api, budget: Budget, *, trusted: bool) -> _Form:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as exc:
+        line = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
+        raise _NotMeasured(f"the file does not parse ({line}{getattr(exc, 'msg', exc)})") from exc
+    dynamic = None if trusted else dynamic_code(tree)
+    if dynamic:
+        raise _NotMeasured(f"the file builds code at run time ({dynamic}), so the code the suite "
+                           "calls cannot be read from it")
+    keep_reachable(tree, api, budget)
+    cleaner = DeadCode(budget)
+    cleaner.visit(tree)
+    num_nodes = sum(1 for _ in ast.walk(tree))
+    if num_nodes > MAX_NODES:
+        return _Form(num_nodes, (), {}, Counter())
+    clean = ast.unparse(tree)
+    return _Form(num_nodes, tuple(_tokens(ast.parse(clean))), _function_bodies(ast.parse(clean)),
+                 _statement_lines(ast.parse(clean)))
+
+
+def _compare(ours: _Form, theirs: _Form, budget: Budget) -> float:
+    a, b = ours.tokens, theirs.tokens
+    if not a or not b:
+        return 0.0  # none of the API is defined in the file: nothing of the reference either
+    ratio = 0.0
+    if 2 * min(len(a), len(b)) / (len(a) + len(b)) >= RESEMBLES_THRESHOLD:
+        # Past that size difference the ratio cannot reach a threshold: spare the quadratic work.
+        ratio = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
+    budget.tick()
+    ref_total = sum(theirs.bodies.values())
+    shared = sum(size for body, size in theirs.bodies.items() if body in ours.bodies)
+    bodies = shared / ref_total if ref_total else 0.0
+    contained = 0.0
+    if len(a) >= PADDED_SIZE * len(b):
+        weight = {line: len(_TOKEN.findall(line)) for line in theirs.lines}
+        found = sum(weight[line] * min(n, ours.lines[line]) for line, n in theirs.lines.items())
+        total = sum(weight[line] * n for line, n in theirs.lines.items())
+        contained = found / total if total else 0.0
+    return max(ratio, bodies, contained)
+
+
+# ---------------------------------------------------------------------------- canonical names
 
 
 class _Normaliser(ast.NodeTransformer):
@@ -41,14 +176,6 @@ class _Normaliser(ast.NodeTransformer):
         # Attributes, keywords and methods have their own namespace: `self.size = size`
         # must read the same after the parameter alone is renamed.
         return self.members.setdefault(name, f"m{len(self.members)}")
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        for field in ("body", "orelse", "finalbody"):
-            body = getattr(node, field, None)
-            if isinstance(body, list):
-                kept = [s for s in body if not _is_bare_string(s)]
-                setattr(node, field, kept or [ast.Pass()])
-        return super().generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         node.id = self._name(node.id)
@@ -96,9 +223,40 @@ class _Normaliser(ast.NodeTransformer):
         return ast.Constant(value="S")
 
 
-def _is_bare_string(node: ast.stmt) -> bool:
-    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-            and isinstance(node.value.value, str))
+class _Collapser(_Normaliser):
+    """Every name the module binds itself is one placeholder (a statement reads the same
+    wherever it stands, whatever was added before it); imported and builtin names, and the
+    attributes of library objects (``torch.where``, ``x.view``), are kept: a copier cannot
+    rename those."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        super().__init__()
+        self.own_names: set[str] = set()
+        self.own_members: set[str] = set()
+        imported: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                self.own_names.add(node.id)
+            elif isinstance(node, ast.arg):
+                self.own_names.add(node.arg)
+                self.own_members.add(node.arg)  # passed as a keyword
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.own_names.add(node.name)
+                self.own_members.add(node.name)
+            elif isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load):
+                self.own_members.add(node.attr)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                imported.update((a.asname or a.name).split(".")[0] for a in node.names)
+        self.own_names -= imported
+
+    def _name(self, name: str) -> str:
+        return "v" if name in self.own_names else name
+
+    def _member(self, name: str) -> str:
+        return "m" if name in self.own_members else name
+
+    def visit_alias(self, node: ast.alias) -> ast.AST:
+        return node
 
 
 def _tokens(tree: ast.AST) -> list[str]:
@@ -116,28 +274,12 @@ def _function_bodies(tree: ast.Module) -> dict[str, int]:
     return bodies
 
 
+def _statement_lines(tree: ast.Module) -> Counter:
+    """Each statement (a compound one by its header line), collapsed, with its count."""
+    text = ast.unparse(ast.fix_missing_locations(_Collapser(tree).visit(tree)))
+    lines = (line.strip() for line in text.splitlines())
+    return Counter(line for line in lines if len(_TOKEN.findall(line)) >= _MIN_LINE_TOKENS)
+
+
 def _copy(node: ast.AST) -> ast.AST:
     return ast.parse(ast.unparse(node)).body[0]
-
-
-def reference_similarity(solution: str, reference: str) -> float | None:
-    """0.0 (unrelated) .. 1.0 (the reference, cosmetically changed); None when the solution
-    does not parse or is too large to compare."""
-    try:
-        ours, theirs = ast.parse(solution), ast.parse(reference)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-    try:
-        a, b = _tokens(ours), _tokens(theirs)
-        if not a or not b or len(a) > _MAX_TOKENS:
-            return None
-        ratio = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
-        ref_bodies = _function_bodies(ast.parse(reference))
-        ref_total = sum(ref_bodies.values())
-        if ref_total:
-            found = _function_bodies(ast.parse(solution))
-            shared = sum(size for body, size in ref_bodies.items() if body in found)
-            ratio = max(ratio, shared / ref_total)
-    except RecursionError:
-        return None
-    return round(ratio, 3)

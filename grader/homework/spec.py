@@ -12,9 +12,17 @@
     kata = "paged-kv"
     name = "edge_cases.py"
     source = '''...pytest file...'''
+    [invitations]                    # format 2, only in the coach's copy (invites.py)
+    secret = "<64 hex>"
+    candidates = ["Ada", "Grace"]
+    [invitation]                     # format 2, only in one candidate's copy
+    candidate = "Ada"
+    token = "<64 hex>"
 
 The hash that a bundle records covers the public part only (id, title, due, katas), so the
-candidate's copy (without private suites) and the coach's copy have the same hash.
+candidate's copies (without private suites or the secret) and the coach's copy have the same
+hash. A file is written as format 1 unless it holds an invitation: an older kata reads what it
+can and refuses what it cannot check.
 """
 
 from __future__ import annotations
@@ -33,13 +41,15 @@ import tomli_w
 
 from grader.catalog import Catalog
 from grader.errors import KataError
+from grader.homework import invites
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-FORMAT = 1
+FORMAT = 1             # a file without invitations
+INVITE_FORMAT = 2      # a file with [invitations] or [invitation]
 MAX_SUITE_BYTES = 200_000
 
 
@@ -64,16 +74,32 @@ class PrivateSuite:
 
 
 @dataclass(frozen=True)
+class Invitation:
+    """One candidate's: their name and its token (invites.py)."""
+
+    candidate: str
+    token: str
+
+
+@dataclass(frozen=True)
 class Homework:
     id: str
     title: str
     due: dt.date | None
     katas: tuple[HomeworkKata, ...]
     private_suites: tuple[PrivateSuite, ...] = field(default=())
+    invite_secret: str | None = None     # the coach's copy of a homework with invitations
+    invited: tuple[str, ...] = ()
+    invitation: Invitation | None = None  # a candidate's copy
+
+    def invitation_for(self, name: str) -> Invitation:
+        assert self.invite_secret is not None
+        return Invitation(name, invites.token_for(self.invite_secret, self.id, name))
 
     @property
     def sha256(self) -> str:
-        public = {"format": FORMAT, "id": self.id, "title": self.title,
+        # "format": 1 whatever the file's format: the hash of a homework never changes.
+        public = {"format": 1, "id": self.id, "title": self.title,
                   "due": self.due.isoformat() if self.due else None,
                   "katas": [k.__dict__ for k in self.katas]}
         return hashlib.sha256(json.dumps(public, sort_keys=True).encode()).hexdigest()
@@ -90,18 +116,25 @@ class Homework:
     def suites_for(self, slug: str) -> list[PrivateSuite]:
         return [s for s in self.private_suites if s.kata == slug]
 
-    def to_toml(self, *, include_private: bool = True) -> str:
-        data: dict[str, Any] = {"format": FORMAT, "id": self.id, "title": self.title}
+    def to_toml(self, *, include_private: bool = True, invitation: Invitation | None = None) -> str:
+        """The coach's copy, or (include_private False) a candidate's, with their invitation."""
+        invitations = include_private and self.invite_secret is not None
+        data: dict[str, Any] = {"format": INVITE_FORMAT if invitations or invitation else FORMAT,
+                                "id": self.id, "title": self.title}
         if self.due:
             data["due"] = self.due
         data["katas"] = [dict(k.__dict__) for k in self.katas]
         if include_private and self.private_suites:
             data["private_suites"] = [dict(s.__dict__) for s in self.private_suites]
+        if invitations:
+            data["invitations"] = {"secret": self.invite_secret, "candidates": list(self.invited)}
+        if invitation is not None:
+            data["invitation"] = dict(invitation.__dict__)
         return tomli_w.dumps(data, multiline_strings=True)
 
 
 def new_homework(catalog: Catalog, slugs: list[str], *, minutes: int | None, due: dt.date | None,
-                 title: str | None, suites: list[str]) -> Homework:
+                 title: str | None, suites: list[str], candidates: list[str] | None = None) -> Homework:
     """Build a homework from the command line's choices, validating every part."""
     if not slugs:
         raise HomeworkError("a homework needs at least one kata", hint="add --kata <slug> (see `kata list`)")
@@ -114,7 +147,8 @@ def new_homework(catalog: Catalog, slugs: list[str], *, minutes: int | None, due
     private = tuple(_private_suite(spec, [k.slug for k in katas], catalog) for spec in suites)
     title = title or "Homework: " + ", ".join(k.slug for k in katas)
     return Homework(id="hw-" + secrets.token_hex(6), title=title, due=due, katas=tuple(katas),
-                    private_suites=private)
+                    private_suites=private, invite_secret=invites.new_secret() if candidates else None,
+                    invited=tuple(candidates or ()))
 
 
 def _private_suite(spec: str, slugs: list[str], catalog: Catalog) -> PrivateSuite:
@@ -163,8 +197,8 @@ def load_homework(path: Path, catalog: Catalog) -> Homework:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise HomeworkError(f"{path} is not a valid homework file: {exc}") from exc
     where = str(path)
-    if data.get("format") != FORMAT:
-        raise HomeworkError(f"{where}: field 'format' must be {FORMAT}, got {data.get('format')!r}",
+    if data.get("format") not in (FORMAT, INVITE_FORMAT):
+        raise HomeworkError(f"{where}: field 'format' must be {FORMAT} or {INVITE_FORMAT}, got {data.get('format')!r}",
                             hint="was it written by a newer kata?")
     hw_id = _field(data, "id", str, where)
     if not hw_id.startswith("hw-"):
@@ -194,8 +228,35 @@ def load_homework(path: Path, catalog: Catalog) -> Homework:
         if suite.kata not in [k.slug for k in katas]:
             raise HomeworkError(f"{at}: field 'kata' is '{suite.kata}', which is not in this homework")
         suites.append(suite)
+    secret, invited = _invitations(data.get("invitations"), where)
     return Homework(id=hw_id, title=title, due=due if not isinstance(due, dt.datetime) else due.date(),
-                    katas=tuple(katas), private_suites=tuple(suites))
+                    katas=tuple(katas), private_suites=tuple(suites), invite_secret=secret, invited=invited,
+                    invitation=_invitation(data.get("invitation"), where))
+
+
+def _invitations(raw: Any, where: str) -> tuple[str | None, tuple[str, ...]]:
+    if raw is None:
+        return None, ()
+    at = f"{where}: [invitations]"
+    if not isinstance(raw, dict):
+        raise HomeworkError(f"{at} must be a table")
+    secret = _field(raw, "secret", str, at)
+    if not invites.SECRET_HEX.fullmatch(secret):
+        raise HomeworkError(f"{at}: field 'secret' must be 64 lowercase hex digits")
+    names = _field(raw, "candidates", list, at)
+    return secret, tuple(invites.clean_name(str(n), f"{at} candidates") for n in names)
+
+
+def _invitation(raw: Any, where: str) -> Invitation | None:
+    if raw is None:
+        return None
+    at = f"{where}: [invitation]"
+    if not isinstance(raw, dict):
+        raise HomeworkError(f"{at} must be a table")
+    token = _field(raw, "token", str, at)
+    if not invites.SECRET_HEX.fullmatch(token):
+        raise HomeworkError(f"{at}: field 'token' must be 64 lowercase hex digits")
+    return Invitation(invites.clean_name(_field(raw, "candidate", str, at), f"{at} candidate"), token)
 
 
 def _field(data: dict, name: str, kind: type, where: str) -> Any:
@@ -207,14 +268,3 @@ def _field(data: dict, name: str, kind: type, where: str) -> Any:
     if isinstance(value, str) and not value.strip():
         raise HomeworkError(f"{where}: field '{name}' is empty")
     return value
-
-
-def write_homework(homework: Homework, path: Path) -> tuple[Path, Path | None]:
-    """Write the coach's copy to `path` and, when there are private suites, the candidate's
-    copy (without them) beside it as <stem>.candidate.toml."""
-    path.write_text(homework.to_toml(), encoding="utf-8")
-    if not homework.private_suites:
-        return path, None
-    public = path.with_name(path.stem + ".candidate.toml")
-    public.write_text(homework.to_toml(include_private=False), encoding="utf-8")
-    return path, public

@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from grader.homework.roster import RosterRow, candidate_summary
+from grader.homework.selfreport import duration
 from grader.homework.spec import Homework
 from grader.textsafe import clean
 
@@ -34,7 +35,7 @@ def render_roster(console: Console, homework: Homework, rows: list[RosterRow], s
     table.add_column("score", no_wrap=True)
     table.add_column("signal", no_wrap=True)
     table.add_column("claim", no_wrap=True)
-    table.add_column("flags", no_wrap=True)
+    table.add_column("flags")  # one a line: several fit in 80 columns
     for row in rows:
         who = row.candidate if row.status != "rejected" else row.bundle
         table.add_row(Text(clean(who)), Text(clean(row.kata)), _score(row), Text(clean(_short_signal(row.signal))),
@@ -42,8 +43,9 @@ def render_roster(console: Console, homework: Homework, rows: list[RosterRow], s
     console.print(table)
     console.print(Text("score: your re-grading, levels passed (p: private tests). claim: the "
                        "candidate's own score, replayed with their seed when it differs from yours. "
-                       "flags: COPY of the reference, SAME source as another candidate, UNCONTAINED.",
-                       style="dim"))
+                       "flags: COPY of the reference; UNMEASURED: similarity to the reference not "
+                       "measured; FAST: a level passed in under 10 % of its minutes (self-reported); "
+                       "SAME source as another candidate; UNCONTAINED.", style="dim"))
     for candidate, group in groupby(rows, key=lambda r: (r.candidate, r.bundle)):
         mine = list(group)
         who = candidate[0] if mine[0].status != "rejected" else "bundle"
@@ -82,21 +84,33 @@ def _claim(row: RosterRow) -> Text:
 
 
 def _self_reported(row: RosterRow) -> str:
-    used = "-" if row.time_used_s is None else f"{row.time_used_s / 60:.0f}"
-    limit = "-" if row.time_limit_s is None else f"{row.time_limit_s / 60:.0f}"
-    text = f"{row.kata} {used} of {limit} min, {row.hints_used} hints, {row.reveals} reveals"
+    text = f"{row.kata} {duration(row.time_used_s)} of {duration(row.time_limit_s)}"
+    grades = "grades not recorded" if row.num_grades is None else \
+        f"{row.num_grades} grade{'' if row.num_grades == 1 else 's'}"
+    text += f", {grades}, {row.hints_used} hints, {row.reveals} reveals"
     if row.reveals_before_start:
         text += f" ({row.reveals_before_start} before the session)"
-    return text + (", late" if row.late else "")
+    text += ", late" if row.late else ""
+    return text + "; first passes: " + level_times(row)
+
+
+def level_times(row: RosterRow) -> str:
+    """"L1 at 9 s of 30 min (FAST), L2 at 40 min of 55 min, L3 not passed": each level's first
+    pass from the session's start, against the minutes of the levels up to it."""
+    if row.level_times is None:
+        return "not in this bundle (made by an older kata)"
+    return ", ".join(level_time(lv) + (" (FAST)" if lv["fast"] else "") for lv in row.level_times)
+
+
+def level_time(lv: dict) -> str:
+    if lv["passed_after_s"] is None:
+        return f"L{lv['level']} not passed"
+    return f"L{lv['level']} at {duration(lv['passed_after_s'])} of {lv['budget_min']} min"
 
 
 def _flags(row: RosterRow) -> Text:
-    text = Text()
-    for flag, on in (("COPY", row.copy_of_reference), ("SAME", bool(row.identical_to)),
-                     ("UNCONTAINED", row.contained is False)):
-        if on:
-            text.append((" " if text else "") + flag, style="bold magenta")
-    return text
+    shown = [flag for flag in row.flags if flag != "MISMATCH"]  # the claim column says MISMATCH
+    return Text("\n".join(shown), style="bold magenta")
 
 
 def _failures(console: Console, row: RosterRow) -> None:

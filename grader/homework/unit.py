@@ -13,7 +13,8 @@ What one unit does, and never twice:
    differ does it replay the **candidate's seed**, to tell a seed that finds fewer bugs
    (the claim reproduces) from a forged claim (MISMATCH);
 3. runs each private suite of the kata with the coach's seed;
-4. measures the similarity of the source to the kata's reference.
+4. measures the similarity of the source to the kata's reference (similarity.py), or
+   says why it could not.
 
 Identical gradings (the same kata, source, seed and suite) are shared through a
 ``GradingCache`` when several units run in one process.
@@ -37,9 +38,11 @@ from grader.engine.report import Scorecard
 from grader.errors import KataError
 from grader.grading import grade
 from grader.homework.bundle import BundleError, OpenedBundle, open_bundle
+from grader.homework.invites import invitation_problem
 from grader.homework.manifest import Claim, KataEntry
 from grader.homework.roster import MAX_FAILURES, clean_failure, clip, clip_source, for_coach
-from grader.homework.similarity import COPY_THRESHOLD, reference_similarity
+from grader.homework.normalise import api_of
+from grader.homework.similarity import measure
 from grader.homework.spec import Homework, PrivateSuite
 
 UNIT_FORMAT = 1
@@ -65,6 +68,12 @@ def check_bundle(path: Path, homework: Homework, catalog: Catalog, dest: Path) -
     manifest = bundle.manifest
     if manifest.homework_id != homework.id:
         raise BundleError(f"this bundle is for homework {manifest.homework_id}, not {homework.id}")
+    if homework.invite_secret is not None:
+        problem = invitation_problem(homework.invite_secret, homework.id, homework.invited,
+                                     manifest.candidate, manifest.token)
+        if problem:
+            raise BundleError(problem, hint="the name in a bundle is the one its invitation binds; ask the "
+                                            "candidate to submit with the file you sent them")
     for entry in manifest.katas:
         hw_kata = homework.kata(entry.slug)
         if hw_kata is not None and catalog.get(entry.slug).module != entry.module:
@@ -162,12 +171,19 @@ def _grade_into(result: dict[str, Any], grader: "_Grader", kata: Kata, homework:
                             "reproduces": _agrees(claim, replay)}
     result["mismatch"] = replay is not None and not _agrees(claim, replay)
     result["private"] = [_private(grader, suite, seed) for suite in homework.suites_for(kata.slug)]
-    similarity = reference_similarity(source, kata.reference_path.read_text(encoding="utf-8"))
-    result["reference_similarity"] = similarity
-    result["copy_of_reference"] = similarity is not None and similarity >= COPY_THRESHOLD
+    _similarity_into(result, kata, source)
     shown, num_lines, cut = clip_source(source)
     result.update(source=shown, source_lines=num_lines, source_truncated=cut)
     result["timing"] = {"graded_in_s": round(card.duration_s, 2)}
+
+
+def _similarity_into(result: dict[str, Any], kata: Kata, source: str) -> None:
+    """The copy check: the value, or why there is none (a flag of its own, never "not a copy")."""
+    api = api_of(kata.stub_path.read_text(encoding="utf-8"))
+    similarity = measure(source, kata.reference_path.read_text(encoding="utf-8"), api)
+    result["reference_similarity"] = similarity.value
+    result["similarity_not_measured"] = similarity.not_measured
+    result["copy_of_reference"] = similarity.copy
 
 
 def _private(grader: "_Grader", suite: PrivateSuite, seed: int) -> dict[str, Any]:
@@ -208,7 +224,11 @@ def _self_reported(entry: KataEntry) -> dict[str, Any]:
     return {"time_used_s": entry.time_used_s, "time_limit_s": entry.time_limit_s,
             "hints_used": entry.hints_used, "session_started_at": entry.session_started_at,
             "graded_at": entry.graded_at, "reveal_count": entry.reveal_count,
-            "reveals": [{"at": r.at, "during_session": r.during_session} for r in entry.reveals]}
+            "reveals": [{"at": r.at, "during_session": r.during_session} for r in entry.reveals],
+            "session_ended_at": entry.session_ended_at, "end_reason": entry.end_reason,
+            "num_grades": entry.num_grades,
+            "levels": None if entry.levels is None else [
+                {"level": lv.level, "passed_at": lv.passed_at, "used_s": lv.used_s} for lv in entry.levels]}
 
 
 def _claim_dict(claim: Claim | None) -> dict[str, Any] | None:

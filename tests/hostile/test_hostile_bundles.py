@@ -3,7 +3,9 @@ review, reproduced by a builder in tests/hostile/bundles/, is either rejected wi
 (one roster row, never an abort) or shown to the coach as plain text of bounded size.
 
 These tests grade nothing but the one `kata grade` of a path holding markup: rejected
-bundles are never graded, and the renderers are checked on unit results built by hand.
+bundles are never graded, and the renderers are checked on unit results built by hand. The
+padded copies of the reference (bundles/padding.py) are measured here without grading;
+tests/test_copy_detection.py reviews two of them end to end.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from grader.cli.app import app
 from grader.homework.bundle import BundleError, open_bundle
 from grader.homework.html import render_html
 from grader.homework.roster import build_rows
-from grader.homework.similarity import COPY_THRESHOLD, reference_similarity
+from grader.homework.normalise import api_of
+from grader.homework.similarity import COPY_THRESHOLD, measure, reference_similarity
 from grader.homework.spec import load_homework
 from grader.homework.terminal import render_roster
-from tests.hostile.bundles import builders
-from tests.kata_testing import REPO_ROOT
+from tests.hostile.bundles import builders, padding
 
 runner = CliRunner()
 
@@ -152,6 +154,10 @@ def test_a_path_holding_markup_does_not_crash_kata_grade(tmp_path):
 # ---------------------------------------------------------------------------- copies of the reference
 
 
+def _api():
+    return api_of(builders.STUB.read_text())
+
+
 def _disguised_reference() -> str:
     """The reference with every cosmetic change a copier makes for free."""
     import ast
@@ -172,25 +178,56 @@ def _disguised_reference() -> str:
 
 def test_a_disguised_copy_of_the_reference_is_near_identical():
     reference = builders.REFERENCE.read_text()
-    assert reference_similarity(reference, reference) == 1.0
-    assert reference_similarity(_disguised_reference(), reference) >= COPY_THRESHOLD
+    assert reference_similarity(reference, reference, _api()) == 1.0
+    assert reference_similarity(_disguised_reference(), reference, _api()) >= COPY_THRESHOLD
 
 
-@pytest.mark.parametrize("module,file", [
-    ("rope", "correct_hf_rotate_half.py"), ("ppo", "correct_gae_matrix.py"),
-    ("lora", "correct_addmm.py"), ("scheduler", "correct_block_table.py")])
-def test_independent_solutions_and_stubs_are_not_flagged(module, file):
-    """Solutions written another way (the corpora's other correct files are small edits of
-    the reference, and are near it by design)."""
-    reference = (REPO_ROOT / "reference" / f"{module}.py").read_text()
-    independent = (REPO_ROOT / "tests" / "corpus" / module / file).read_text()
-    stub = (REPO_ROOT / "katas" / module / "stub.py").read_text()
-    assert reference_similarity(independent, reference) < COPY_THRESHOLD
-    assert reference_similarity(stub, reference) < 0.3
+@pytest.mark.parametrize("case", list(padding.PADDED))
+def test_a_padded_copy_of_the_reference_is_flagged(case):
+    """Padding is dropped before comparing (a COPY), or leaves nothing honest to compare
+    (not measured, with the reason): never "not a copy"."""
+    make, flag = padding.PADDED[case]
+    result = measure(make(), builders.REFERENCE.read_text(), _api())
+    if flag == "COPY":
+        assert result.copy and result.value >= COPY_THRESHOLD, result
+    else:
+        assert result.value is None and not result.copy and result.not_measured, result
+
+
+def test_padding_that_stays_is_named_in_the_reason():
+    reference = builders.REFERENCE.read_text()
+    generated = measure(padding.generated_code(), reference, _api()).not_measured
+    assert "syntax nodes (the comparison takes at most 40,000" in generated
+    assert "exec at line" in measure(padding.exec_compressed(), reference, _api()).not_measured
+    huge = measure(reference + "x = 1\n" * 60_000, reference, _api()).not_measured
+    assert "bytes of code (not counting comment lines)" in huge and "reads at most 256,000" in huge
+    assert "does not parse (line 1" in measure("def (:", reference, _api()).not_measured
+
+
+def test_the_comparison_stops_at_its_cpu_budget():
+    result = measure(padding.unused_helpers(), builders.REFERENCE.read_text(), _api(), cpu_seconds=0.0)
+    assert result.value is None and "more than its 0 CPU seconds" in result.not_measured
 
 
 def test_a_file_that_does_not_parse_has_no_similarity():
-    assert reference_similarity("def (:", builders.REFERENCE.read_text()) is None
+    assert reference_similarity("def (:", builders.REFERENCE.read_text(), _api()) is None
+
+
+def test_an_unmeasured_row_is_flagged_everywhere(homework):
+    """Terminal, --json and --html name it, and the review's exit code counts it."""
+    hw, _ = homework
+    unit = _unit(hw, candidate="Zed", mismatch=False, replay=None, reference_similarity=None,
+                 similarity_not_measured="the file builds code at run time (exec at line 3)")
+    unit["regraded"] = {"score": 100, "passed": True, "num_tests": 1, "failures": [], "num_failures": 0,
+                        "contained": True, "notes": [], "levels": [{"level": 1, "name": "n", "passed": True}]}
+    [row] = build_rows(hw, load_catalog(), [unit])
+    assert row.flags == ["UNMEASURED"] and row.needs_attention and row.to_dict()["flags"] == ["UNMEASURED"]
+    console = Console(width=80, record=True, file=io.StringIO())
+    render_roster(console, hw, [row], 8)
+    text = " ".join(console.export_text().split())
+    assert "UNMEASURED" in text and "similarity to the reference not measured for paged-kv: the file builds" in text
+    page = render_html(hw, [row], 8)
+    assert "similarity not measured" in page and "not measured: the file builds code at run time" in page
 
 
 def test_source_is_capped_when_rows_are_built(homework):

@@ -77,7 +77,34 @@ def _claimed(key: str, value: Any) -> Callable[[dict], dict]:
     return _kata(lambda k: k.__setitem__("claimed", {**claim(), key: value}))
 
 
+def _v2(**kata: Any) -> Callable[[dict], dict]:
+    """A format 2 manifest (session end, grades, first passes) with `kata` changed."""
+    def apply(m: dict) -> dict:
+        entry = m["katas"][0]
+        start = entry["session_started_at"]
+        entry.update({"session_ended_at": start + 2900, "end_reason": "submitted", "num_grades": 2,
+                      "levels": [{"level": 1, "passed_at": start + 600, "used_s": 600.0}]})
+        entry.update(kata)
+        return {**m, "format": 2}
+    return apply
+
+
 MALFORMED: dict[str, tuple[Callable[[dict], dict | str], str]] = {
+    "format 3": (_top("format", 3), "format: must be one of 1, 2, not 3"),
+    "format 2 without first passes": (_v2(levels=None), "levels: missing (format 2"),
+    "first passes not a list": (_v2(levels={"1": 600}), "levels: must be a list"),
+    "format 2 without grades": (lambda m: _drop(_v2()(m), "num_grades"), "num_grades: missing (format 2"),
+    "grades negative": (_v2(num_grades=-1), "num_grades: must be an integer 0..100000"),
+    "a level passed before the session": (_v2(levels=[{"level": 1, "passed_at": 1.1e9, "used_s": 1.0}]),
+                                          "levels[0].passed_at: before the session started"),
+    "a level listed twice": (_v2(levels=[{"level": 1, "passed_at": None, "used_s": None}] * 2),
+                             "levels: a level is listed twice"),
+    "a level's time NaN": (_v2(levels=[{"level": 1, "passed_at": None, "used_s": float("nan")}]),
+                           "levels[0].used_s: must be a finite number"),
+    "a level with a forged field": (_v2(levels=[{"level": 1, "passed_at": None, "used_s": 1.0, "fast": False}]),
+                                    "unknown field 'fast'"),
+    "session ended for an unknown reason": (_v2(end_reason="coach approved"), "end_reason: must be one of"),
+    "token not hex": (lambda m: {**_v2()(m), "token": "Ada"}, "token: must be 64 lowercase hex"),
     "claimed score is a list": (_claimed("score", [100]), "claimed.score: must be an integer 0..100"),
     "claimed score is markup": (_claimed("score", "[green]100 (verified)[/]"), "claimed.score: must be an integer"),
     "claimed score is html": (_claimed("score", "<script>alert(1)</script>"), "claimed.score: must be an integer"),
@@ -125,6 +152,11 @@ MALFORMED: dict[str, tuple[Callable[[dict], dict | str], str]] = {
     "number with 5000 digits": (lambda m: json.dumps(m).replace('"hints_used": 0', '"hints_used": ' + "9" * 5000),
                                 "not valid JSON"),
 }
+
+
+def _drop(m: dict, key: str) -> dict:
+    del m["katas"][0][key]
+    return m
 
 
 def malformed_bundle(path: Path, case: str, homework_id: str = "hw-000000000000") -> Path:
