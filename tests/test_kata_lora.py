@@ -107,21 +107,27 @@ def test_regression_dropout_on_lora_output_splits_the_outputs_of_a_row():
         assert bool((codes[:, 0] != codes[:, 1]).any()) is splits, name
 
 
-def test_regression_reference_minus_one_rows_ignore_an_overflowing_adapter():
+def test_regression_minus_one_rows_ignore_an_overflowing_adapter():
     """The audit's side finding: the reference gathered slot 0 for -1 rows and scaled its
-    update by 0, so a float16 update that overflows to inf gave NaN rows instead of base(x).
-    The suite does not grade this case (the statement does not discuss overflowing adapters);
-    only the reference is pinned to "rows with -1 equal base(x) exactly"."""
+    update by 0, so a float16 update that overflows to inf gave NaN rows instead of base(x)
+    (rulings.md: select, do not multiply by zero). The reference now selects;
+    buggy_minus_one_rows_masked_by_zero.py is the old way, which the suite rejects with
+    test_base_only_rows_exact_when_an_update_would_overflow."""
     import torch
     from torch import nn
 
-    base = nn.Linear(4, 2, bias=False, dtype=torch.float16)
-    layer = _load("reference").MultiLoRALinear(base, 1)
-    layer.add_adapter("a", torch.full((1, 4), 100.0, dtype=torch.float16),
-                      torch.full((2, 1), 100.0, dtype=torch.float16), 1.0)
-    x = torch.full((2, 4), 100.0, dtype=torch.float16)
-    with torch.no_grad():
-        got = layer(x, torch.tensor([-1, 0]))
-        expected = base(x)
-    assert torch.equal(got[0], expected[0])
-    assert bool(torch.isinf(got[1]).all())  # the adapter's own row does overflow
+    outputs = {}
+    for name in ("reference", "buggy_minus_one_rows_masked_by_zero.py"):
+        base = nn.Linear(4, 2, bias=False, dtype=torch.float16)
+        with torch.no_grad():
+            base.weight.fill_(1.0)
+        layer = _load(name).MultiLoRALinear(base, 1)
+        layer.add_adapter("a", torch.full((1, 4), 100.0, dtype=torch.float16),
+                          torch.full((2, 1), 100.0, dtype=torch.float16), 1.0)
+        with torch.no_grad():
+            outputs[name] = layer(torch.full((2, 4), 100.0, dtype=torch.float16),
+                                  torch.tensor([-1, 0]))
+    reference, buggy = outputs["reference"], outputs["buggy_minus_one_rows_masked_by_zero.py"]
+    assert torch.equal(reference[0], torch.full((2,), 400.0, dtype=torch.float16))
+    assert bool(torch.isinf(reference[1]).all())  # the adapter's own row does overflow
+    assert bool(torch.isnan(buggy[0]).all())  # inf * 0

@@ -145,7 +145,9 @@ class MultiLoRALinear(nn.Module):
         """x (N, in_features) or (N, T, in_features); adapter_ids (N,) int64, one slot per
         row, -1 = base only -> (N, out_features) or (N, T, out_features), x's dtype.
 
-        Rows with -1 equal base(x) exactly. Vectorised: gather each row's adapter weights
+        Rows with -1 equal base(x) exactly, in every dtype: also in float16 / bfloat16 when
+        an adapter's update for their x would overflow to inf (inf * 0 is NaN, so scaling
+        their update by 0 is not enough). Vectorised: gather each row's adapter weights
         and batch the matmuls; the number of tensor operations must not grow with N or with
         the number of adapters (no Python loop over rows or adapters). Does not modify x or
         adapter_ids.

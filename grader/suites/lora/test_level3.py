@@ -7,6 +7,7 @@ random add/remove/forward sequences, rejected calls included, in addition.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -27,6 +28,9 @@ RULES = {
     "row n = base(x_n) + (alpha_a / r_a) * x_n @ A_a.T @ B_a.T for a = adapter_ids[n]":
         "test_mixed_batch_matches_per_row_lora_linear",
     "rows with -1 equal base(x) exactly": "test_base_only_rows_equal_base_exactly",
+    "rows with -1 equal base(x) exactly also in float16 / bfloat16 when an adapter's update "
+    "for their x would overflow (select base(x); do not multiply the update by 0)":
+        "test_base_only_rows_exact_when_an_update_would_overflow",
     "x (N, in) or (N, T, in) -> (N, out) or (N, T, out) in x's dtype; one layer across batch "
     "shapes, N = 0 included; every float dtype":
         "test_one_multi_layer_across_batch_shapes_and_dtypes",
@@ -110,6 +114,82 @@ def test_base_only_rows_equal_base_exactly(solution, mc):
            "rows with adapter id -1 are base(x) exactly (-1 is not Python's 'last slot')",
            input=mc.shown(slots), expected=expected[base_rows],
            got=got[base_rows] if same_shape else got)
+
+
+# Half precision where an adapter's update of a -1 row overflows: lora_A = SCALE * small
+# positive ints, -1 rows x = 16 * small positive ints, so x @ A.T >= 2^16 (float16) or 2^128
+# (bfloat16) is inf, and with B @ A first (B holds ints, scalings are >= 1) some output of
+# every -1 row is inf too: a 0/1 mask gives NaN in any order of the products. The adapters'
+# own rows are small ints / SCALE: their updates are small ints, nothing overflows. Every
+# value of base(x) on the -1 rows is a small integer, exact in both dtypes.
+OVERFLOW_SCALE = {torch.float16: 2.0**12, torch.bfloat16: 2.0**124}
+OVERFLOW_WEIGHT = [[1.0, 0.0, -1.0, 2.0], [2.0, 1.0, 1.0, -1.0]]  # (OUT 2, IN 4)
+OVERFLOW_BIAS = [1.0, -1.0]
+OVERFLOW_ADAPTERS = (  # name, lora_A / SCALE (r, 4), lora_B (2, r), alpha
+    ("hot", [[1.0, 2.0, 1.0, 1.0], [1.0, 1.0, 1.0, 2.0]], [[1.0, 0.0], [1.0, -1.0]], 2.0),
+    ("warm", [[2.0, 1.0, 1.0, 1.0]], [[1.0], [-1.0]], 2.0))
+BASE_ROW_X = [[1.0, 1.0, 2.0, 1.0], [2.0, 1.0, 1.0, 1.0]]  # times 16
+ADAPTER_ROW_X = [[1.0, 0.0, -1.0, 1.0], [0.0, 1.0, 1.0, -1.0]]  # divided by SCALE
+
+
+def _overflow_batches(scale: float) -> list[tuple[torch.Tensor, list[int]]]:
+    """(x in float64, rows: adapter index per row, -1 for base only): 2-D, then 3-D."""
+    big, small = 16 * torch.tensor(BASE_ROW_X), torch.tensor(ADAPTER_ROW_X) / scale
+    return [(torch.stack([big[0], small[0], big[1], small[1]]), [-1, 0, -1, 1]),
+            (torch.stack([small, big]), [1, -1])]
+
+
+@kata_test(level=3, category="numerics",
+           description="rows with adapter id -1 equal base(x) exactly in float16 and bfloat16, "
+                       "even where an adapter's update for their x would overflow to inf",
+           weight=2)
+def test_base_only_rows_exact_when_an_update_would_overflow(solution, reference):
+    for dtype, scale in OVERFLOW_SCALE.items():
+        w, b = torch.tensor(OVERFLOW_WEIGHT, dtype=dtype), torch.tensor(OVERFLOW_BIAS, dtype=dtype)
+        adapters = [Adapter(name, (scale * torch.tensor(A)).to(dtype), torch.tensor(B, dtype=dtype),
+                            alpha) for name, A, B, alpha in OVERFLOW_ADAPTERS]
+        power = f"2**{int(math.log2(scale))}"
+        shown: dict[str, Any] = {
+            "dtype": dtype_name(dtype), "base": f"nn.Linear(4, 2), weight {OVERFLOW_WEIGHT}, "
+            f"bias {OVERFLOW_BIAS}", "max_rank": 2,
+            "adapters": [f"{name!r}: lora_A = {power} * {A}, lora_B = {B}, alpha = {alpha}"
+                         for name, A, B, alpha in OVERFLOW_ADAPTERS]}
+        with showing(shown):
+            layer = solution.MultiLoRALinear(make_base(w, b), 2)
+            slots = [int(add(layer, a)) for a in adapters]
+        for x64, rows in _overflow_batches(scale):
+            x, ids = x64.to(dtype), ids_for(rows, slots)
+            call = {**shown, "x": f"shape {tuple(x.shape)}: rows with id -1 = 16 * {BASE_ROW_X}, "
+                    f"the others = {ADAPTER_ROW_X} / {power}", "adapter_ids": ids.tolist()}
+            with showing(call):
+                got = multi_forward(layer, x, ids)
+            _expect_base_rows_exact(got, forward(make_base(w, b), x), ids, call)
+            expected = per_row_expected(reference, w, b, [adapters[k] if k >= 0 else None
+                                                          for k in rows], x)
+            check_close(got, expected, "row n = base(x_n) + (alpha_a / r_a) * x_n @ A_a.T @ "
+                        "B_a.T for a = adapter_ids[n], in x's dtype", input=call)
+
+
+def _expect_base_rows_exact(got: Any, base_y: torch.Tensor, ids: torch.Tensor,
+                            call: dict[str, Any]) -> None:
+    """The -1 rows of `got` are base_y's, bit for bit (a NaN or inf there names the cause)."""
+    prop = ("rows with adapter id -1 are base(x) exactly, also in half precision where an "
+            "adapter's update for their x overflows: select base(x) for them (an update of inf "
+            "times 0 is NaN, so scaling it by 0 is not enough)")
+    same = (isinstance(got, torch.Tensor) and got.shape == base_y.shape
+            and got.dtype == base_y.dtype)
+    expect(same, prop + " (the output has x's dtype and shape (N, out) or (N, T, out))",
+           input=call, expected=f"{base_y.dtype} of shape {tuple(base_y.shape)}",
+           got=f"{got.dtype} of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor)
+           else type(got).__name__)
+    base_rows = ids == -1
+    got_rows, expected_rows = got[base_rows], base_y[base_rows]
+    num_nonfinite = int((~torch.isfinite(got_rows)).sum())
+    note = f"rows {base_rows.nonzero().flatten().tolist()} (adapter id -1), {base_y.dtype}"
+    if num_nonfinite:
+        note += f": {num_nonfinite} of their {got_rows.numel()} values are NaN or inf"
+    expect(torch.equal(got_rows, expected_rows), prop, input=call, expected=expected_rows,
+           got=got_rows, note=note)
 
 
 def _small_exact_adapters(dtype: torch.dtype) -> list[Adapter]:

@@ -133,9 +133,12 @@ class MultiLoRALinear(nn.Module):
         ok = in_range & ((adapter_ids == -1) | self.live.index_select(0, rows))
         if not bool(ok.all()):
             raise ValueError("adapter_ids name slots that hold no adapter")
-        scale = self.scale.index_select(0, rows) * (adapter_ids >= 0)  # (N,), 0 for -1 rows
+        scale = self.scale.index_select(0, rows)  # (N,)
         xs = x.unsqueeze(1) if x.dim() == 2 else x  # (N, T, IN)
         h = xs @ self.A.index_select(0, rows).transpose(1, 2)  # (N, T, R)
         delta = (h @ self.B.index_select(0, rows).transpose(1, 2)) * scale[:, None, None]
+        # -1 rows borrowed slot 0's weights: fill their delta with 0 (a scale of 0 would turn
+        # an update that overflows in float16 into inf * 0 = NaN).
+        delta = delta.masked_fill((adapter_ids < 0)[:, None, None], 0.0)
         y = self.base(x)  # (N, [T,] OUT)
         return y + delta.reshape(y.shape)
