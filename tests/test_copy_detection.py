@@ -64,6 +64,14 @@ def test_a_stub_is_far_from_its_reference(module):
     assert result.value is not None and result.value < 0.3, (module, result)
 
 
+def test_library_calls_named_like_dynamic_code_are_measured():
+    """model.eval(), torch.compile and nn.Module.modules() are torch, not code built at run time."""
+    source = (REPO_ROOT / "reference" / "lora.py").read_text() + (
+        "\n\ndef _helper(model):\n    model.eval()\n    for m in model.modules():\n        pass\n"
+        "    return torch.compile(model)\n")
+    assert _measure("lora", source).value == 1.0
+
+
 def test_the_reference_is_a_copy_of_itself():
     for module in ("paged_kv", "flash_attn", "scheduler"):
         assert _measure(module, (REPO_ROOT / "reference" / f"{module}.py").read_text()).value == 1.0

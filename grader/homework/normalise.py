@@ -2,27 +2,20 @@
 
 A copy of the reference can be hidden by adding to it rather than changing it: a table of
 20,001 zeros, a hundred functions nobody calls, code after a ``return``. So before two
-modules are compared, each is cut to what the kata's suite can reach, and what cannot run:
+modules are compared, each is cut to what the kata's suite can reach (reach.py, from the
+``Api`` here), and what cannot run or only pads is dropped:
 
-* **unreached code**: the roots are the kata's API, the names its stub defines at top level
-  and the members of the stub's classes. From them the module's own references are followed:
-  a name read anywhere in kept code keeps the top-level statements that bind it, an attribute
-  name keeps the class members of that name. Unused top-level functions, classes and
-  assignments, unused private methods and ``if __name__ == "__main__":`` blocks are dropped;
-  a top-level statement that binds nothing (``Allocator.free = _free``) is kept when it
-  mentions a kept name.
 * **dead code**: statements after ``return``/``raise``/``break``/``continue``, the branch an
-  ``if``/``while`` on a constant never takes, ``pass`` and bare names or constants.
+  ``if``/``while`` on a constant never takes, ``pass`` and bare names or constants;
 * **large literals**: a list, tuple, set or dict of more than ``MAX_LITERAL_ITEMS`` constants
   becomes one placeholder.
 
-Reachability over-approximates (a local variable named like a top-level helper keeps the
-helper), which only keeps more code. Code built at run time (``exec``, ``eval``, star imports,
-``globals()``...) cannot be followed at all: ``dynamic_code`` names the first such use, and
-the review then says "similarity not measured" rather than guess.
+Code built at run time (``exec``, ``eval``, star imports, ``globals()``...) cannot be followed
+at all: ``dynamic_code`` names the first such use, and the review then says "similarity not
+measured" rather than guess.
 
-Every walk here is iterative or bounded by the parser's own nesting limit, and ticks a
-``Budget`` so that a hostile file costs a bounded amount of CPU.
+Every walk is iterative or bounded by the parser's own nesting limit, and ticks a ``Budget``
+so that a hostile file costs a bounded amount of CPU.
 """
 
 from __future__ import annotations
@@ -30,15 +23,16 @@ from __future__ import annotations
 import ast
 import functools
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from grader.homework.reach import bound_names
 
 MAX_LITERAL_ITEMS = 16
 # Names whose use means the module's code is not all in its text.
 _DYNAMIC_NAMES = {"exec", "eval", "compile", "__import__", "globals", "__builtins__"}
 _DYNAMIC_MODULES = {"importlib", "marshal", "pickle", "builtins", "ctypes", "runpy", "zipimport",
                     "codeop", "dill", "cloudpickle"}
-_DYNAMIC_ATTRS = {"FunctionType", "CodeType", "import_module", "modules"}
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+_DYNAMIC_ATTRS = {"FunctionType", "CodeType", "import_module"}
 
 
 class OverBudget(Exception):
@@ -75,10 +69,10 @@ def api_of(stub_source: str) -> Api:
     for stmt in tree.body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             continue
-        names |= _bound(stmt)
+        names |= bound_names(stmt)
         if isinstance(stmt, ast.ClassDef):
             for member in stmt.body:
-                members |= _bound(member)
+                members |= bound_names(member)
     return Api(frozenset(n for n in names if not n.startswith("__")), frozenset(members))
 
 
@@ -88,7 +82,7 @@ def dynamic_code(tree: ast.Module) -> str | None:
         what = None
         if isinstance(node, ast.Name) and node.id in _DYNAMIC_NAMES:
             what = f"{node.id}"
-        elif isinstance(node, ast.Attribute) and node.attr in _DYNAMIC_ATTRS:
+        elif isinstance(node, ast.Attribute) and (node.attr in _DYNAMIC_ATTRS or _is_sys_modules(node)):
             what = f".{node.attr}"
         elif isinstance(node, ast.Import):
             what = next((f"import {a.name}" for a in node.names
@@ -103,148 +97,9 @@ def dynamic_code(tree: ast.Module) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------------------- reachability
-
-
-def _bound(stmt: ast.AST) -> set[str]:
-    """Names `stmt` binds in its own scope (not inside the functions or classes it defines)."""
-    names: set[str] = set()
-    todo = [stmt]
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-            continue
-        if isinstance(node, _SCOPES) or isinstance(node, ast.comprehension):
-            continue
-        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        todo.extend(ast.iter_child_nodes(node))
-    return names
-
-
-@dataclass(eq=False)
-class _Unit:
-    """A top-level statement or a class member, with what it binds and what it reads."""
-
-    stmt: ast.stmt
-    names: set[str]
-    reads: set[str] = field(default_factory=set)      # names read
-    attrs: set[str] = field(default_factory=set)      # attribute names used
-    members: list["_Unit"] = field(default_factory=list)
-    owner: "_Unit | None" = None
-    kept: bool = False
-
-
-def _reads(nodes: list[ast.AST], unit: _Unit, budget: Budget) -> None:
-    todo = list(nodes)
-    while todo:
-        node = todo.pop()
-        budget.tick()
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            unit.reads.add(node.id)
-        elif isinstance(node, ast.Attribute):
-            unit.attrs.add(node.attr)
-        todo.extend(ast.iter_child_nodes(node))
-
-
-def _is_main_guard(stmt: ast.stmt) -> bool:
-    test = getattr(stmt, "test", None)
-    return (isinstance(stmt, ast.If) and isinstance(test, ast.Compare)
-            and isinstance(test.left, ast.Name) and test.left.id == "__name__")
-
-
-def _units(tree: ast.Module, budget: Budget) -> list[_Unit]:
-    units = []
-    for stmt in tree.body:
-        if _is_main_guard(stmt):
-            continue
-        unit = _Unit(stmt, _bound(stmt))
-        if isinstance(stmt, ast.ClassDef):
-            _reads([*stmt.decorator_list, *stmt.bases, *stmt.keywords], unit, budget)
-            for member in stmt.body:
-                inner = _Unit(member, _bound(member), owner=unit)
-                _reads([member], inner, budget)
-                unit.members.append(inner)
-        else:
-            _reads([stmt], unit, budget)
-        units.append(unit)
-    return units
-
-
-def _always_kept(member: _Unit) -> bool:
-    """Fields (``x: int``, a dataclass's) and dunder methods are used without being named."""
-    stmt = member.stmt
-    if isinstance(stmt, ast.AnnAssign):
-        return True
-    return isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name.startswith("__")
-
-
-class _Reach:
-    """A worklist over names and attribute names: linear in the module's size."""
-
-    def __init__(self, units: list[_Unit]) -> None:
-        self.by_name: dict[str, list[_Unit]] = {}
-        self.effects_by_read: dict[str, list[_Unit]] = {}
-        self.members_by_name: dict[str, list[_Unit]] = {}
-        for unit in units:
-            index = self.by_name if unit.names else self.effects_by_read
-            for name in unit.names or unit.reads:
-                index.setdefault(name, []).append(unit)
-            for member in unit.members:
-                for name in member.names:
-                    self.members_by_name.setdefault(name, []).append(member)
-        self.names: set[str] = set()
-        self.attrs: set[str] = set()
-        self.todo: list[tuple[bool, str]] = []
-
-    def run(self, api: Api) -> None:
-        for name in api.names:
-            self._want(name, is_attr=False)
-        for name in api.members:
-            self._want(name, is_attr=True)
-        while self.todo:
-            is_attr, name = self.todo.pop()
-            if is_attr:
-                for member in self.members_by_name.get(name, []):
-                    if member.owner is not None and member.owner.kept:
-                        self._keep(member)
-            else:
-                for unit in self.by_name.get(name, []) + self.effects_by_read.get(name, []):
-                    self._keep(unit)
-
-    def _want(self, name: str, is_attr: bool) -> None:
-        seen = self.attrs if is_attr else self.names
-        if name not in seen:
-            seen.add(name)
-            self.todo.append((is_attr, name))
-
-    def _keep(self, unit: _Unit) -> None:
-        if unit.kept:
-            return
-        unit.kept = True
-        for name in unit.reads:
-            self._want(name, is_attr=False)
-        for name in unit.attrs:
-            self._want(name, is_attr=True)
-        for member in unit.members:
-            if _always_kept(member) or member.names & self.attrs:
-                self._keep(member)
-
-
-def keep_reachable(tree: ast.Module, api: Api, budget: Budget) -> ast.Module:
-    """`tree` cut to the statements the API reaches (in place, and returned)."""
-    units = _units(tree, budget)
-    _Reach(units).run(api)
-    for unit in units:
-        if isinstance(unit.stmt, ast.ClassDef):
-            unit.stmt.body = [m.stmt for m in unit.members if m.kept] or [ast.Pass()]
-    tree.body = [unit.stmt for unit in units if unit.kept]
-    return tree
+def _is_sys_modules(node: ast.Attribute) -> bool:
+    # `sys.modules[__name__]` rewrites the module from inside; `model.modules()` is torch.
+    return node.attr == "modules" and isinstance(node.value, ast.Name) and node.value.id == "sys"
 
 
 # ---------------------------------------------------------------------------- dead code, literals
