@@ -23,6 +23,7 @@ from grader.errors import KataError
 from grader.homework.selfreport import duration, self_reported_into
 from grader.homework.similarity import RESEMBLES_THRESHOLD
 from grader.homework.spec import Homework
+from grader.textsafe import clean
 
 MAX_MESSAGE_CHARS = 500
 MAX_DETAIL_CHARS = 1200
@@ -34,8 +35,6 @@ MAX_SOURCE_LINES = 800
 MAX_NOTES = 5
 DETAIL_KEYS = ("input", "expected", "got", "example", "where", "note")
 
-# C0/C1 controls (but newline and tab) and the bidirectional overrides of "Trojan Source".
-_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _YOURS = ((re.compile(r"\b[Yy]our code\b"), "the solution"),
           (re.compile(r"\b[Yy]our file\b"), "the solution's file"))
 
@@ -43,7 +42,7 @@ _YOURS = ((re.compile(r"\b[Yy]our code\b"), "the solution"),
 def clip(value: Any, max_chars: int) -> str:
     """`value` as text of at most `max_chars` characters, hidden characters made visible."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)[: max_chars + 1]
-    text = _HIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", text[: max_chars * 2])
+    text = clean(text[: max_chars * 2])  # control sequences shown, never acting (textsafe)
     return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
 
 
@@ -73,7 +72,7 @@ def clip_source(source: str) -> tuple[str, int, bool]:
     lines = source.splitlines()
     shown = "\n".join(lines[:MAX_SOURCE_LINES])
     cut = len(lines) > MAX_SOURCE_LINES or len(shown) > MAX_SOURCE_CHARS
-    return _HIDDEN.sub(lambda m: f"\\u{ord(m.group()):04x}", shown[:MAX_SOURCE_CHARS]), len(lines), cut
+    return clean(shown[:MAX_SOURCE_CHARS]), len(lines), cut
 
 
 @dataclass

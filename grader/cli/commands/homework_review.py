@@ -9,9 +9,9 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.text import Text
 
 from grader.catalog import Catalog
+from grader import textsafe
 from grader.cli import output
 from grader.cli.common import JsonOpt, catalog
 from grader.errors import KataError
@@ -75,8 +75,8 @@ def grade_one(homework_file: Annotated[Path, typer.Option("--homework", help="Yo
         output.print_json(result)
     elif not as_json:
         score = result.get("regraded", {}).get("score", result["status"])
-        output.console.print(Text(f"{bundle.name} {result['kata']} seed {seed}: {score}"
-                                  + (f" -> {out}" if out else "")))
+        output.console.print(textsafe.text(f"{bundle.name} {result['kata']} seed {seed}: {score}"
+                                           + (f" -> {out}" if out else "")))
 
 
 def assemble(results: Annotated[list[Path], typer.Argument(
@@ -159,6 +159,6 @@ class _UnitProgress:
     def done(self, result: dict) -> None:
         if self.enabled:
             self.progress.update(self.task, advance=1,
-                                 description=escape(f"{result.get('candidate') or '?'}: {result.get('kata')}"[:40]))
+                                 description=textsafe.markup(f"{result.get('candidate') or '?'}: {result.get('kata')}"[:40]))
 
 
