@@ -33,6 +33,11 @@ from typing import Any, Callable
 
 import pytest
 
+from grader.engine import example_calls
+
+# Every failure that leaves a hypothesis example carries that example's calls, for its snippet.
+example_calls.watch_examples()
+
 CATEGORIES = ("correctness", "edge cases", "numerics", "api contract", "efficiency")
 
 _MAX_SHOWN_CHARS = 2000
@@ -66,6 +71,14 @@ class PropertyFailure(AssertionError):
             if value is not None:
                 parts.append(f"{label}: {value}")
         super().__init__("\n".join(parts))
+        example_calls.capture(self)  # the calls that led here: its snippet replays them
+
+
+def start_replay() -> None:
+    """A suite that replays calls itself (its own shrinker re-running a failing sequence)
+    calls this before each replay: a failure raised in a replay then shows that replay's calls
+    alone in its snippet, not every replay before it."""
+    example_calls.start_replay()
 
 
 def expect(condition: Any, prop: str, *, input: Any = None, expected: Any = None,

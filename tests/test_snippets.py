@@ -9,11 +9,7 @@ module, and run in a fresh interpreter whose only way to the code is that folder
 from __future__ import annotations
 
 import ast
-import os
-import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +18,7 @@ from typer.testing import CliRunner
 from grader.cli import last_run
 from grader.cli.app import app
 from tests.kata_testing import corpus_file, corpus_manifest, grade_file, kata
+from tests.snippet_output import prints_got, run_alone
 
 # (kata, buggy file, the failing test whose snippet is run); one per kata (lora's rebuilds the
 # nn.Linear the test built), then harder cases
@@ -39,64 +36,6 @@ CASES = [
     ("sampling", "buggy_top_p_drops_crossing_token.py", "test_top_p_keeps_the_crossing_token"),
 ]
 
-_NUMBER = r"[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+|inf|nan)"
-
-
-def got_forms(got: str) -> list[str]:
-    """The ways a reported "got" can appear in what the snippet prints: as it is, unquoted,
-    the value of "returned X"."""
-    text = str(got).strip()
-    if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"":
-        text = text[1:-1]
-    forms = [text]
-    returned = re.fullmatch(r"returned (.*)", text, flags=re.DOTALL)
-    if returned:
-        forms.append(returned.group(1))
-    return forms
-
-
-def _numbers(text: str) -> list[float]:
-    return [float(n) for n in re.findall(_NUMBER, text, flags=re.IGNORECASE)]
-
-
-def _printed_numbers(stdout: str) -> list[float]:
-    """Every number the snippet printed, in order, without those of dtype and device names."""
-    text = re.sub(r"dtype=torch\.\w+|device='[^']*'|grad_fn=<\w+>|requires_grad=True", "", stdout)
-    return _numbers(re.sub(r"[A-Za-z_]\w*\d\w*", "", text))  # float64, q97: not values
-
-
-def _contains_close(haystack: list[float], needle: list[float]) -> bool:
-    """`needle` appears in `haystack` as a run, each value within rounding: the scorecard
-    rounds to 6 significant digits, torch prints 4 decimals."""
-    def close(x: float, y: float) -> bool:
-        return x == y or abs(x - y) <= 1e-3 + 1e-3 * abs(y)
-    n = len(needle)
-    return n > 0 and any(all(close(haystack[i + j], needle[j]) for j in range(n))
-                         for i in range(len(haystack) - n + 1))
-
-
-def prints_got(got: str, stdout: str) -> bool:
-    """True when the snippet's output shows the reported value: the same line; for a tensor
-    (also inside a sentence: "kept mass 0.5 in tensor([...])"), its values in order; for a
-    summary ending in a dict ("3 tokens: {'prefill': {...}, ...}"), each of its values."""
-    lines = [line.strip() for line in stdout.splitlines()]
-    for form in got_forms(got):
-        if form in lines:
-            return True
-        tensor = re.search(r"(?:torch\.)?tensor\((\[.*\]|[^,\[\]]+)", form, flags=re.DOTALL)
-        if tensor:
-            if _contains_close(_printed_numbers(stdout), _numbers(tensor.group(1))):
-                return True
-            continue
-        summary = re.search(r"(\{.*\})\s*$", form, flags=re.DOTALL)
-        try:
-            values = ast.literal_eval(summary.group(1)) if summary else None
-        except (ValueError, SyntaxError):
-            values = None
-        if isinstance(values, dict) and values and all(repr(v) in stdout for v in values.values()):
-            return True
-    return False
-
 
 def repro_script(slug: str, buggy: Path, test: str, folder: Path, level: int) -> tuple[Path, str]:
     """Grade a copy of `buggy` named as the kata's module, let `kata repro` write the snippet
@@ -112,12 +51,6 @@ def repro_script(slug: str, buggy: Path, test: str, folder: Path, level: int) ->
     result = CliRunner().invoke(app, ["repro", slug, "--test", test], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return folder / f"repro_{test.removeprefix('test_')}.py", str(failure["details"]["got"])
-
-
-def run_alone(script: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # no way to the grader or reference
-    return subprocess.run([sys.executable, script.name], cwd=script.parent, capture_output=True, text=True,
-                          timeout=300, env=env)
 
 
 @pytest.mark.parametrize("slug, buggy_name, test", CASES,
@@ -151,7 +84,8 @@ def test_large_tensors_render_as_valid_python_exact_when_small_enough():
     import torch
 
     from grader.engine.judge_bridge import RemoteObject
-    from grader.engine.transcript import Call, Transcript, render
+    from grader.engine.snippet import render
+    from grader.engine.transcript import Call, Transcript
 
     module = object.__new__(RemoteObject)
     medium, big = torch.randn(70, 70), torch.randn(200, 200)

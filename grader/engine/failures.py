@@ -48,8 +48,11 @@ def import_error_text(info: dict[str, Any]) -> str:
 
 
 def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck: str | None = None,
-                     crash: str | None = None, category: str = "") -> tuple[str, dict]:
-    """(message, details) for the scorecard."""
+                     crash: str | None = None, category: str = "",
+                     not_implemented: tuple[str, list] | None = None) -> tuple[str, dict]:
+    """(message, details) for the scorecard. `not_implemented`: (name, frames) of a function
+    of the candidate's that raised NotImplementedError in the failing example (see
+    example_calls.not_implemented): the card names it, whatever failed after it."""
     if exc is None:
         return "failed", {}
     steps = falsifying_example(exc)
@@ -87,8 +90,7 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
     elif isinstance(inner, CandidateImportError):
         message = str(inner)
     elif isinstance(inner, NotImplementedError):
-        message = "not implemented yet (your code raised NotImplementedError)"
-        _add_where(details, inner)
+        message, details = _not_implemented(not_implemented or _own_name(inner), inner)
     elif _missing_name(inner):
         message = (f"your file does not define `{_missing_name(inner)}` "
                    "(the stub lists every name the kata needs)")
@@ -103,6 +105,14 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
             message = str(inner)
         else:
             message = f"the test could not use what your code returned ({name}" + (f": {text})" if text else ")")
+    if not_implemented is not None and "NotImplementedError" not in message \
+            and not isinstance(inner, (KataTimeout, WorkerCrashed, CandidateImportError)):
+        # A check after the call that raised failed because nothing was done (paged-kv's
+        # teardown compared the pools): the card says what to write, not what differed then.
+        shown_input = details.get("input")
+        message, details = _not_implemented(not_implemented, inner, consequence=True)
+        if shown_input is not None:
+            details = {"input": shown_input, **details}
     if steps:
         details["example"] = steps
     if group_note:
@@ -112,6 +122,30 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
         details["note"] = (details["note"] + "; " + where) if details.get("note") else where
     return message[:MAX_MESSAGE_CHARS], {k: (v[:MAX_DETAIL_CHARS] if isinstance(v, str) else v)
                                          for k, v in details.items()}
+
+
+def _not_implemented(which: tuple[str, list] | None, exc: BaseException,
+                     consequence: bool = False) -> tuple[str, dict[str, Any]]:
+    """The card of a test that failed because a function is not written yet."""
+    name, frames = which or (None, [])
+    message = (f"{name} is not implemented yet" if name else "not implemented yet") \
+        + " (your code raised NotImplementedError)"
+    details: dict[str, Any] = {}
+    if frames:
+        details["where"] = _frames_text(frames)
+    else:
+        _add_where(details, exc)
+    if consequence:
+        details["note"] = ("the test's later checks failed because of it: what they compared "
+                           "follows from the missing function, so write it first")
+    return message, details
+
+
+def _own_name(exc: BaseException) -> tuple[str, list] | None:
+    """(the function that raised, frames) from the frames the worker sent with `exc`: the
+    outermost frame of the candidate's file is the function the suite called."""
+    frames = list(getattr(exc, "_kata_frames", None) or [])
+    return (frames[0][1], frames) if frames else None
 
 
 def _add_where(details: dict[str, Any], exc: BaseException) -> None:

@@ -402,7 +402,7 @@ class JudgeEndpoint(Endpoint):
             result = super().request(op, *args)
         except BaseException as exc:
             if call is not None:
-                call.raised = type(exc).__name__
+                call.note_raised(exc)
             raise
         finally:
             with self.registry.lock:
@@ -416,7 +416,7 @@ class JudgeEndpoint(Endpoint):
         if call is not None and op == "call_then_read" and type(result) is tuple and result:
             ok, value = result[0] if type(result[0]) is tuple and len(result[0]) == 2 else (True, None)
             if not ok:
-                call.raised = type(value).__name__
+                call.note_raised(value)
             elif isinstance(value, RemoteObject):
                 call.result = value
         elif call is not None and isinstance(result, RemoteObject):
@@ -430,8 +430,9 @@ class JudgeEndpoint(Endpoint):
         try:
             if op == "call":
                 call = Call(op, args[0], None, snapshot(args[1]), snapshot(args[2]))
-            elif op in ("callmethod", "call_then_read"):  # (the reads are not calls to replay)
-                call = Call("callmethod", args[0], args[1], snapshot(args[2]), snapshot(args[3]))
+            elif op in ("callmethod", "call_then_read"):  # (reads: printed after the last call only)
+                call = Call("callmethod", args[0], args[1], snapshot(args[2]), snapshot(args[3]),
+                            reads=args[4] if op == "call_then_read" else None)
             else:  # getattr / setattr
                 call = Call(op, args[0], args[1], snapshot(args[2:]), ())
         except Exception:  # noqa: BLE001 - a transcript must never fail a test

@@ -571,28 +571,51 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     elif report.failed and state["passed"]:
         exc = call.excinfo.value if call.excinfo else None
         stuck, crash = _stuck_or_crash(exc, item)
+        calls = _failing_calls(exc)
         message, details = describe_failure(exc, timeout_s=_limit_for(item), stuck=stuck,
-                                            crash=crash, category=_metadata(item)["category"])
-        snippet = _snippet(item, message, details)
+                                            crash=crash, category=_metadata(item)["category"],
+                                            not_implemented=_not_implemented(calls, exc))
+        snippet = _snippet(item, message, details, calls)
         if snippet:
             details["snippet"] = snippet
         state.update(passed=False, message=message, details=details)
 
 
-def _snippet(item: pytest.Item, message: str, details: dict[str, Any]) -> str | None:
-    """The failing example's calls as a script the candidate can run (see transcript.py)."""
+def _failing_calls(exc: BaseException | None) -> Any:
+    """The calls of the example whose failure the card describes (see example_calls.py)."""
+    from grader.engine.example_calls import failing_calls
+
     process = _worker.process
     endpoint = process.endpoint if process is not None else _worker.last_endpoint
-    if endpoint is None or _metadata(item)["category"] == "efficiency":
+    try:
+        return failing_calls(exc, endpoint.transcript if endpoint is not None else None)
+    except Exception:  # noqa: BLE001 - a snippet must never fail a report
         return None
-    from grader.engine.transcript import render
+
+
+def _not_implemented(calls: Any, exc: BaseException | None) -> tuple[str, list] | None:
+    """The function of the candidate's that raised NotImplementedError in the failing
+    example, which the card then names (see example_calls.not_implemented)."""
+    from grader.engine.example_calls import not_implemented
+
+    try:
+        return not_implemented(calls, exc, _worker.proxy_seen)
+    except Exception:  # noqa: BLE001 - nor may naming the function
+        return None
+
+
+def _snippet(item: pytest.Item, message: str, details: dict[str, Any], calls: Any) -> str | None:
+    """The failing example's calls as a script the candidate can run (see snippet.py)."""
+    if calls is None or _metadata(item)["category"] == "efficiency":
+        return None
+    from grader.engine.snippet import render
 
     try:
         seed = item.config.getoption("hypothesis_seed", None)
     except ValueError:
         seed = None
     try:
-        return render(endpoint.transcript, module=os.environ.get(ENV_MODULE, "solution"),
+        return render(calls, module=os.environ.get(ENV_MODULE, "solution"),
                       module_proxy=_worker.proxy_seen, test=item.name, seed=seed, message=message,
                       details=details)
     except Exception:  # noqa: BLE001 - a snippet must never fail a report

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from grader.protocol import PropertyFailure
+from grader.protocol import PropertyFailure, start_replay
 from grader.suites.paged_kv.paired import replay
 
 MAX_REPLAYS = 400  # a bound on the work: a failure is shown even if not fully shrunk
@@ -55,6 +55,7 @@ class _Shrinker:
         if self.budget <= 0:
             return False
         self.budget -= 1
+        start_replay()  # a failure of this replay shows its calls alone
         try:
             replay(self.solution, self.reference, num_blocks, block_size, steps)
         except PropertyFailure as failure:
