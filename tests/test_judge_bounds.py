@@ -95,5 +95,5 @@ def test_a_reply_bomb_fails_its_test_and_the_judge_stays_small(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     [(passed, message)] = result["tests"]
-    assert not passed and "refused" in message, message
+    assert not passed and "refuses to rebuild" in message, message
     assert result["peak_bytes"] < PEAK_BOUND_BYTES, result["peak_bytes"]

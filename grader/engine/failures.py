@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from grader.engine.hypothesis_report import falsifying_example
-from grader.engine.judge_bridge import WorkerCrashed
+from grader.engine.judge_bridge import ReplyRefused, WorkerCrashed
 from grader.protocol import PropertyFailure
 from grader.worker.bridge import CandidateExit
 
@@ -83,6 +83,8 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
                        "than the reference")
         if stuck:
             details["where"] = stuck
+    elif isinstance(inner, ReplyRefused):
+        message = f"your code's process sent a reply the grader refuses to rebuild ({inner})"
     elif isinstance(inner, WorkerCrashed):
         message = f"your code crashed the process it runs in ({crash or inner})"
         if stuck:
@@ -118,7 +120,8 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
     if group_note:
         details["note"] = (details["note"] + "; " + group_note) if details.get("note") else group_note
     if category == "efficiency":
-        where = "measured in the process that runs your code, around its own calls"
+        where = ("measured around your code's calls: counts on the calling thread, time as the "
+                 "kernel counts your process's CPU")
         details["note"] = (details["note"] + "; " + where) if details.get("note") else where
     return message[:MAX_MESSAGE_CHARS], {k: (v[:MAX_DETAIL_CHARS] if isinstance(v, str) else v)
                                          for k, v in details.items()}

@@ -25,12 +25,17 @@ from grader.worker import codec
 from grader.worker.bridge import Endpoint
 from grader.worker.codec import BridgeError, no_modes
 from grader.worker.modules import apply_module_state, encode_module_state, module_members
-from grader.worker.wire import FramedSocket, WireError
+from grader.worker.wire import FramedSocket, ReplyTooLarge, WireError
 
 
 class WorkerCrashed(BaseException):
     """The worker process running the candidate's code died or broke the protocol. A
     BaseException: hypothesis must not shrink against a process that is gone."""
+
+
+class ReplyRefused(WorkerCrashed):
+    """The worker sent a reply the judge would not rebuild (over its decode budget): the
+    worker is replaced, as after a crash."""
 
 
 class TypeInfo:
@@ -441,6 +446,8 @@ class JudgeEndpoint(Endpoint):
         return call
 
     def broken_error(self) -> BaseException:
+        if isinstance(self.broken_by, ReplyTooLarge):
+            return ReplyRefused(str(self.broken_by))
         return WorkerCrashed(self.broken or "the worker is gone")
 
     # ---------------------------------------------------------------- channels

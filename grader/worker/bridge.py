@@ -60,6 +60,7 @@ class Endpoint:
         self._local.channel = main
         self._ids = itertools.count(1)
         self.broken: str | None = None
+        self.broken_by: BaseException | None = None  # what broke the connection
         self.last_call: tuple[str, tuple] | None = None
         self.in_flight: int | None = None  # the id of the request this side waits on
         self.interrupted_by: BaseException | None = None
@@ -107,6 +108,7 @@ class Endpoint:
             ok, value = self._await(chan, req_id)
         except (PeerClosed, WireError, OSError) as exc:
             self.broken = f"{type(exc).__name__}: {exc}"
+            self.broken_by = exc
             self._fail()
         except BaseException as exc:
             # Interrupted mid-call (a timeout): the answer may still come, so the channel
