@@ -6,14 +6,15 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any, Callable, Collection
 
 from grader.catalog import Kata
+from grader.engine import precheck, suite_listing, time_limits
 from grader.engine.limits import ResourceLimits
 from grader.engine.report import Scorecard, build_scorecard
-from grader.engine import time_limits
-from grader.engine.runner import run_suite
+from grader.engine.runner import RunOutcome, TestResult, run_suite
 from grader.errors import KataError
 
 ENV_TEST_TIMEOUT = "KATA_TEST_TIMEOUT_S"
@@ -69,10 +70,24 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     With `jobs` 2 (by default: where the kata's `judges` allows it and this process may use
     two CPUs, see grading_jobs), the tests are split over two judges, each with its worker
     and a CPU of its own, balanced by the reference's times: the same verdicts (each test
-    starts from its own seed), paged-kv's in about 65 % of the time."""
+    starts from its own seed), paged-kv's in about 65 % of the time.
+
+    A file that cannot load (a syntax error, nothing in it, none of the stub's names) fails
+    every test at once from a compile check, no judge started (see precheck.py); a file
+    missing some of the names is graded, with a note naming them."""
+    t0 = time.monotonic()
     source = read_solution(path)
     seed = new_seed() if seed is None else seed
     suite = suite or kata.suite_path
+    card_fields = dict(kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
+                       solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
+                       level_names={lv.level: lv.name for lv in kata.levels},
+                       level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
+    loading = precheck.check_source(source, slug=kata.slug, stub=kata.stub_path, path=path)
+    if loading.error is not None:
+        outcome = _unloadable(suite, path, kata, seed, loading.error, t0, on_event=on_event,
+                              levels=levels, tests=tests, workdir=workdir)
+        return build_scorecard(outcome, **card_fields)
     fixed = test_timeout_s is not None or ENV_TEST_TIMEOUT in os.environ
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
     test_limits = call_limits = durations = None
@@ -87,11 +102,28 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
                         test_limits=test_limits, call_limits=call_limits, support=kata.support_paths,
                         shards=shards, tests=tests)
-    return build_scorecard(
-        outcome, kata=kata.slug, title=kata.title, seed=seed, solution=str(path),
-        solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
-        level_names={lv.level: lv.name for lv in kata.levels},
-        level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
+    if loading.note is not None:
+        outcome.notes.insert(0, loading.note)
+    return build_scorecard(outcome, **card_fields)
+
+
+def _unloadable(suite: Path, path: Path, kata: Kata, seed: int, error: str, t0: float, *,
+                on_event: Callable[[str, dict[str, Any]], None] | None, levels: set[int] | None,
+                tests: Collection[str] | None, workdir: Path | None) -> RunOutcome:
+    """Every test failed with `error`: listed from the suite's source, or, where that cannot
+    be read without importing it, by a judge that starts no worker (a second or so)."""
+    listed = suite_listing.list_tests(suite)
+    if listed is None:
+        return run_suite(suite, path, kata.module, seed, on_event=on_event, workdir=workdir,
+                         levels=levels, tests=tests, support=kata.support_paths, load_error=error)
+    wanted = [t for t in listed if (not levels or t["level"] in levels) and (tests is None or t["name"] in tests)]
+    if on_event is not None:
+        on_event("collected", {"tests": wanted})
+    results = [TestResult(**t, message=error) for t in wanted]
+    for result in results:
+        if on_event is not None:
+            on_event("result", result.to_dict())
+    return RunOutcome(tests=results, duration_s=time.monotonic() - t0, import_error=error)
 
 
 def grading_jobs(jobs: int | None = None) -> int:

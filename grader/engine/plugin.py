@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from grader.engine import sandbox
+from grader.engine import import_watch, sandbox
 from grader.engine.cpus import CpuPlan
 from grader.engine.failures import (CallTimeout, CandidateImportError, KataTimeout, describe_failure,
                                     import_error_text)
@@ -55,6 +55,7 @@ ENV_SUPPORT = "KATA_SUPPORT"  # the kata's support files (os.pathsep-separated p
 # One judge's share of a split grading: JSON {"keep": [test names]} or {"drop": [names]}.
 ENV_SHARD = "KATA_SHARD"
 ENV_TESTS = "KATA_TESTS"  # a JSON list of test names: run only those
+ENV_LOAD_ERROR = "KATA_LOAD_ERROR"  # why the file cannot load (the parent's compile check): fail all
 ENV_MEMORY = "KATA_WORKER_MEMORY_BYTES"
 ENV_CPU = "KATA_WORKER_CPU_SECONDS"
 ENV_FILE = "KATA_WORKER_FILE_BYTES"
@@ -156,26 +157,33 @@ class _Worker:
         self.spawn()
         assert self.process is not None
         _stream.write(event="import_start")
+        process = self.process
         try:
-            ok, value, _ = _on_own_clock(self.process.hello)
+            ok, value, _ = _on_own_clock(lambda: import_watch.wait_for_hello(process))
+        except import_watch.ImportStuck as stuck:
+            raise self.import_failed(import_watch.stuck_text(stuck.frames, stuck.seconds, _source_lines()))
         except KataTimeout:
-            self.import_error = "importing your file did not finish in time (a loop at module level?)"
-            self.kill()
-            _stream.write(event="import_done", error=self.import_error)
-            raise CandidateImportError(self.import_error) from None
+            frames = import_watch.frames_now(process)
+            where = "\n" + import_watch.where_text(frames, _source_lines()) if frames else ""
+            raise self.import_failed("importing your file did not finish in time (a loop at module level?)"
+                                     + where) from None
         if not ok:
             if value.get("kind") == "crashed":
-                value = {**value, "msg": self.process.exit_text() or value.get("msg", "")}
-            self.import_error = import_error_text(value)
-            self.kill()
-            _stream.write(event="import_done", error=self.import_error)
-            raise CandidateImportError(self.import_error)
+                value = {**value, "msg": process.exit_text() or value.get("msg", "")}
+            raise self.import_failed(import_error_text(value))
         _stream.write(event="import_done", error=None)
         self.proxy = self.proxy_seen = value
         _cpus.worker_changed()
         self.tune_cpus()
         measure.set_remote(self.process.endpoint)  # efficiency tests measure the worker's share
         return value
+
+    def import_failed(self, text: str) -> CandidateImportError:
+        """The worker could not import the candidate's file: every later test fails with `text`."""
+        self.import_error = text
+        self.kill()
+        _stream.write(event="import_done", error=text)
+        return CandidateImportError(text)
 
     def endpoint(self) -> Any:
         return self.process.endpoint if self.process is not None else None
@@ -244,7 +252,11 @@ def pytest_configure(config: pytest.Config) -> None:
     _stream = _Stream(os.environ.get(ENV_RESULTS_FD))
     _import_support()
     _register_hypothesis_profile()
-    if os.environ.get(ENV_SOLUTION):
+    load_error = os.environ.get(ENV_LOAD_ERROR)
+    if load_error:  # the parent's compile check: the file cannot load, no worker to start
+        _worker.import_error = load_error
+        _stream.write(event="import_done", error=load_error)
+    elif os.environ.get(ENV_SOLUTION):
         _worker.spawn()  # starts while the suite is collected
     # Importing the suite (torch, the reference) makes few cycles but many objects, which
     # every full collection would walk again: no collection until the suite is in, then
@@ -371,13 +383,32 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     shard = _shard()
     if shard is None:
         _stream.write(event="collected", tests=[_metadata(item) for item in items])
+    else:
+        every = [_metadata(item) for item in items]
+        keep, names = shard
+        _keep_only(config, items, lambda item: (item.name in names) == keep)
+        # The parent merges the judges' results in the suite's order, and shows every test.
+        ours = {item.nodeid for item in items}
+        _stream.write(event="collected", tests=[m for m in every if m["nodeid"] in ours], all=every)
+    _fail_all_if_unloadable(config, items)
+
+
+def _fail_all_if_unloadable(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Wait for the worker's import before the first test; when the file cannot load, every
+    test fails at once with why, and none runs (each would only say it again)."""
+    if not items or not (os.environ.get(ENV_SOLUTION) or _worker.import_error):
         return
-    every = [_metadata(item) for item in items]
-    keep, names = shard
-    _keep_only(config, items, lambda item: (item.name in names) == keep)
-    # The parent merges the judges' results in the suite's order, and shows every test.
-    ours = {item.nodeid for item in items}
-    _stream.write(event="collected", tests=[m for m in every if m["nodeid"] in ours], all=every)
+    try:
+        _worker.module()
+        return
+    except CandidateImportError as exc:
+        message = str(exc)
+    printed, num_chars = _worker.take_output()  # what the code printed before it failed
+    for i, item in enumerate(items):
+        details = {"output": "\n".join(printed.splitlines()[:_MAX_OUTPUT_LINES])[:8000]} if printed and i == 0 else {}
+        _stream.write(event="result", nodeid=item.nodeid, passed=False, message=message, details=details,
+                      duration_s=0.0, longest_call_s=0.0, stdout_bytes=num_chars if i == 0 else 0)
+    _keep_only(config, items, lambda item: False)
 
 
 def _keep_only(config: pytest.Config, items: list[pytest.Item], wanted: Any) -> None:

@@ -25,9 +25,27 @@ from pathlib import Path
 from typing import Any, Callable, Collection
 
 from grader.catalog import checkout_root
-from grader.engine import plugin, zygote
+from grader.engine import zygote
 from grader.engine.limits import ResourceLimits
 from grader.errors import GradingError
+
+
+class _Lazy:
+    """A module imported at its first use. The CLI imports this module for its result types
+    on every command; the judge's plugin (and pytest with it: a third of a second on a
+    loaded machine) is imported only when a judge starts, so a file that cannot load gets
+    its verdict without it (see precheck.py)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+plugin = _Lazy("grader.engine.plugin")
 
 # Extra seconds the parent waits past a test's own limit before it kills the child: the
 # in-child alarm should fire first and keep the process alive.
@@ -108,7 +126,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               call_limits: dict[str, float] | None = None,
               support: tuple[Path, ...] = (),
               shards: list[list[str]] | None = None,
-              tests: Collection[str] | None = None) -> RunOutcome:
+              tests: Collection[str] | None = None,
+              load_error: str | None = None) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
     on_event(kind, data) is called, as the judge reports them, with "collected" (data:
@@ -119,7 +138,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
     share on CPUs of its own, and their results are merged in the suite's order; a test no
     share names runs in the first. The events of all of them reach on_event (one
     "collected", with every test). With `tests` (names), only those tests run (within
-    `levels`); the others are not reported.
+    `levels`); the others are not reported. With `load_error` (the parent's compile check
+    found the file cannot load), the judge starts no worker and fails every test with it.
     """
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="kata-run-") as tmp:
@@ -134,6 +154,9 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
             env[plugin.ENV_CALL_LIMITS] = json.dumps(call_limits)
         if support:
             env[plugin.ENV_SUPPORT] = os.pathsep.join(str(p.resolve()) for p in support)
+        if load_error is not None:
+            env[plugin.ENV_LOAD_ERROR] = load_error
+            shards = None  # nothing to share: no test runs
         run = functools.partial(_run_judge, suite, seed, test_timeout_s=test_timeout_s,
                                 deadline=t0 + total_timeout_s, total_timeout_s=total_timeout_s)
         if not shards or len(shards) < 2:
@@ -166,7 +189,11 @@ def _run_judge(suite: Path, seed: int, env: dict[str, str], cwd: Path, state: "_
             if stop is not None:
                 stop.children.discard(child)
         state.absorb_output(child.output)
-        if verdict == "finished" or not state.remaining():
+        if stop is not None and state.import_error is not None and stop.unloadable is None:
+            # The other judges' workers import the same file: their verdict is this one.
+            stop.unloadable = state
+            stop.stop_all()
+        if verdict == "finished" or not state.remaining() or (stop is not None and stop.is_set()):
             break
         if verdict == "total_timeout":
             state.fail_remaining(f"not run: the whole run passed its {total_timeout_s:g} s limit")
@@ -222,22 +249,43 @@ def _run_shards(run: Callable[..., None], env: dict[str, str], shards: list[list
         for thread in threads:
             thread.join()
     except BaseException:  # Ctrl-C: no judge outlives the grading
-        stop.set()
-        for child in list(stop.children):
-            _kill(child)
+        stop.stop_all()
         raise
     if errors:
         raise errors[0]
+    if stop.unloadable is not None:
+        _fail_unloaded(states, stop.unloadable)
     return states
 
 
 class _Stop(threading.Event):
     """Set when a split grading is abandoned: its judges are not restarted, and the live
-    ones (`children`) are killed."""
+    ones (`children`) are killed. `unloadable`: the judge whose worker could not import the
+    candidate's file, when that is why."""
 
     def __init__(self) -> None:
         super().__init__()
         self.children: set[_Child] = set()
+        self.unloadable: _RunState | None = None
+
+    def stop_all(self) -> None:
+        self.set()
+        for child in list(self.children):
+            _kill(child)
+
+
+def _fail_unloaded(states: list["_RunState"], failed: "_RunState") -> None:
+    """Every test of a split grading failed with the import error one judge reported: the
+    tests of the judges stopped for it, collected or not (`failed` knows every test)."""
+    message = str(failed.import_error)
+    for state in states:
+        state.import_error = state.import_error or message
+        state.fail_remaining(message)
+    known = {nodeid for state in states for nodeid in (state.tests or {})}
+    for meta in failed.every:
+        if meta["nodeid"] not in known and failed.tests is not None:
+            failed.tests[meta["nodeid"]] = TestResult(**meta)
+            failed.finish(meta["nodeid"], passed=False, message=message)
 
 
 def _cpu_shares(n: int) -> list[set[int]] | None:
@@ -283,11 +331,13 @@ class _RunState:
         self.test_limits = test_limits
         self.tests: dict[str, TestResult] | None = None
         self.order: list[str] = []  # every test of the suite (a split grading's judge runs some)
+        self.every: list[dict[str, Any]] = []  # and their metadata, as collected
         self.done: set[str] = set()
         self.current: str | None = None
         self.current_started = 0.0
         self.import_error: str | None = None
         self.importing = False
+        self.import_started = 0.0
         self.import_crashed = False
         self.notes: list[str] = []
         self.output_head = ""
@@ -301,6 +351,7 @@ class _RunState:
             self.tests = {t["nodeid"]: TestResult(**t) for t in event["tests"]}
             every = event.get("all") if isinstance(event.get("all"), list) else event["tests"]
             self.order = [str(t.get("nodeid")) for t in every if isinstance(t, dict)]
+            self.every = [t for t in every if isinstance(t, dict)]
             self.on_event("collected", {"tests": every})
         elif kind == "worker":
             self.contained = bool(event.get("contained"))
@@ -308,7 +359,7 @@ class _RunState:
         elif kind == "done":
             self.judge_done = True
         elif kind == "import_start":
-            self.importing = True
+            self.importing, self.import_started = True, time.monotonic()
         elif kind == "import_done":
             self.importing = False
             # The import ran on its own clock (the flat limit): the test's starts now.
@@ -387,6 +438,15 @@ def _watch(child: _Child, state: _RunState, test_timeout_s: float, deadline: flo
             _kill(child)
             _read_events(child, state)
             return "total_timeout"
+        # The judge waits for the worker's import before the first test (on its own clock,
+        # the flat limit): a judge stuck there is killed like a hung test.
+        if state.importing and state.current is None and now - state.import_started > test_timeout_s + _KILL_GRACE_S:
+            _kill(child)
+            _read_events(child, state)
+            if state.importing:
+                state.fail_remaining(f"importing your file did not finish in {test_timeout_s:g} s and the "
+                                     "grader's test process had to be killed (a loop at module level?)")
+            return "hung"
         # While the worker imports the candidate's file, the flat limit applies.
         limit = test_timeout_s if state.importing else state.current_limit(test_timeout_s)
         if state.current is not None and now - state.current_started > limit + _KILL_GRACE_S:

@@ -44,6 +44,7 @@ class WorkerProcess:
         self.inner_pid: int | None = None
         self.dumping = False  # fd output after a stack-dump request is the dump, not the code's
         self._info_fd: int | None = None
+        self._init_pid: int | None = None  # bwrap's init in the sandbox, whose child is Python
         self._main: socket.socket | None = None
         self._broker: socket.socket | None = None
 
@@ -126,12 +127,27 @@ class WorkerProcess:
             if ready:
                 try:
                     info = json.loads(os.read(self._info_fd, 65536) or b"{}")
-                    init = int(info.get("child-pid", 0))
-                    children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
-                    self.inner_pid = int(children[0]) if children else init
+                    self._init_pid = int(info.get("child-pid", 0)) or None
                 except (ValueError, OSError):
                     pass
+                _close(self._info_fd)
+                self._info_fd = None
+        if self._init_pid is not None:
+            init = self._init_pid
+            try:
+                children = Path(f"/proc/{init}/task/{init}/children").read_text().split()
+            except OSError:
+                children = []
+            if not children:
+                return init  # Python not started yet (asked early, while it imports): not kept
+            self.inner_pid = int(children[0])
         return self.inner_pid
+
+    def hello_ready(self, wait_s: float) -> bool:
+        """Whether the worker's hello (or its end) can be read, waiting up to wait_s."""
+        assert self._main is not None
+        ready, _, _ = select.select([self._main], [], [], wait_s)
+        return bool(ready)
 
     def stack_dump(self, wait_s: float = 0.5) -> str:
         """The worker's thread stacks right now (a faulthandler dump), or ""."""

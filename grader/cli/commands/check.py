@@ -15,6 +15,7 @@ from grader.cli import last_run, output
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
 from grader.cli.scorecard import detail_lines, printed_output, unimplemented_levels, unimplemented_lines
+from grader.engine.precheck import missing_names_notes
 from grader.grading import check as run_examples
 from grader.sessions import expire_if_due, revealed_levels
 from grader.store import Store
@@ -77,6 +78,8 @@ def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
             console.print(printed)
         if test["details"].get("snippet"):
             console.print(Text.assemble(("    reproduce: ", "cyan"), f"kata repro --test {textsafe.clean(test['name'])}"))
+    for note in missing_names_notes(card["notes"]):
+        console.print(f"[yellow]note:[/] {textsafe.markup(note)}")
     passed = sum(t["passed"] for t in card["tests"])
     console.print(f"{passed}/{len(card['tests'])} examples pass. The hidden suite checks much "
                   "more: `kata grade` when you are ready.")

@@ -18,6 +18,7 @@ from grader.cli import last_run, mock_view, output
 from grader.cli.commands import mock as mock_cmd
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
+from grader.engine.precheck import missing_names_notes
 from grader.grading import grade as grade_file
 from grader.grading import new_seed, read_solution
 from grader.mock import render_level
@@ -86,6 +87,8 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                 output.print_json(data)
         else:
             output.render_scorecard(data)
+            for note in missing_names_notes(data["notes"]):
+                output.console.print(f"[yellow]note:[/] {textsafe.markup(note)}")
             if effect is not None:
                 _say_session(store, cat, kata, session, effect, data, ended)
             output.console.print(f"replay this run: kata grade {kata.slug} --file "
