@@ -141,6 +141,9 @@ def test_every_katas_tests_are_listed_from_source_exactly_as_the_judge_collects_
     """The unloadable card lists the suite's tests without importing it: the same tests, in
     the same order, with the same levels, categories, weights and descriptions."""
     katas = list(load_catalog().katas.values())
+    unlisted = [str(path) for k in katas for path in (k.suite_path, k.examples_path) if list_tests(path) is None]
+    assert not unlisted, ("cannot be listed from source (a decorator suite_listing.py does not know?); a file "
+                          f"that cannot load would wait for a judge there: {unlisted}")
     hidden = _collected([k.suite_path for k in katas], katas[0].suite_path.parent)
     assert hidden == [t for k in katas for t in list_tests(k.suite_path)]
     examples = _collected([k.examples_path for k in katas], katas[0].folder.parent, "--import-mode=importlib")
