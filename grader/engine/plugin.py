@@ -38,6 +38,7 @@ from grader.engine.cpus import CpuPlan
 from grader.engine.failures import (CallTimeout, CandidateImportError, KataTimeout, describe_failure,
                                     import_error_text)
 from grader.engine.judge_bridge import CALL_STATS, WorkerCrashed
+from grader.engine.judge_env import limit_judge_memory
 from grader.engine.worker_process import WorkerProcess
 from grader.worker import measure
 
@@ -176,6 +177,7 @@ class _Worker:
         _cpus.worker_changed()
         self.tune_cpus()
         measure.set_remote(self.process.endpoint)  # efficiency tests measure the worker's share
+        self.process.endpoint.keep_beside = self.keep_beside
         return value
 
     def import_failed(self, text: str) -> CandidateImportError:
@@ -198,6 +200,17 @@ class _Worker:
                          lambda s: setattr(endpoint.main, "spin_s", s))
         except Exception:  # noqa: BLE001 - a worker that cannot be tuned is still graded
             pass
+
+    def keep_beside(self) -> bool:
+        """The worker on the judge's CPU while a test measures it (see worker_cpu.py)."""
+        endpoint = self.endpoint()
+        if endpoint is None or endpoint.broken is not None or not self.process.alive():
+            return False
+        try:
+            return _cpus.beside(self.process.python_pid(), lambda s: endpoint.request("spin", s),
+                                lambda s: setattr(endpoint.main, "spin_s", s))
+        except Exception:  # noqa: BLE001 - then the worker's own figures stand
+            return False
 
     def after_test(self) -> None:
         """Reset the worker for the next test, or discard it when it is broken."""
@@ -250,6 +263,7 @@ def pytest_configure(config: pytest.Config) -> None:
     global _stream
     config.addinivalue_line("markers", "kata(level, category, description, weight): grading metadata")
     _stream = _Stream(os.environ.get(ENV_RESULTS_FD))
+    limit_judge_memory()
     _import_support()
     _register_hypothesis_profile()
     load_error = os.environ.get(ENV_LOAD_ERROR)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Collection
 
 from grader.catalog import checkout_root
 from grader.engine import zygote
+from grader.engine.judge_env import judge_environment
 from grader.engine.limits import ResourceLimits
 from grader.errors import GradingError
 
@@ -510,8 +511,7 @@ def _pytest_command(suite: Path, seed: int, deselect: list[str]) -> list[str]:
 
 def _judge_env(solution: Path, module: str, test_timeout_s: float, max_examples: int | None,
                limits: ResourceLimits | None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop(plugin.ENV_RESULTS_FD, None)
+    env = judge_environment(os.environ)  # an allow-list: no reviewer's secret reaches a grading
     env.update({
         plugin.ENV_SOLUTION: str(solution.resolve()),
         plugin.ENV_MODULE: module,
