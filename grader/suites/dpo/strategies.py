@@ -77,11 +77,18 @@ def logprob_tolerance(logits: torch.Tensor) -> float:
     return 32 * unit * magnitude * positions
 
 
-def run_logprobs(module: Any, case: dict[str, Any], *, grad: bool = False) -> tuple[Any, Any]:
-    """module.sequence_logprobs on the case; with `grad`, also d(sum of result * w)/d logits for
-    fixed weights w (None when no gradient reached the logits)."""
+def run_logprobs(module: Any, case: dict[str, Any], *, grad: bool = False,
+                 share_inputs: bool = False) -> tuple[Any, Any]:
+    """module.sequence_logprobs on copies of the case's tensors (the oracle later reads the
+    case itself: a solution that edits its inputs must not change the expected value); with
+    `share_inputs`, labels and loss_mask are the case's own (for a test of unchanged inputs,
+    whose expected value then comes from copies taken before the call). With `grad`, also
+    d(sum of result * w)/d logits for fixed weights w (None when no gradient reached the logits)."""
     logits = leaf(case["logits"], grad)
-    out = call(module.sequence_logprobs, logits, case["labels"], case["loss_mask"],
+    labels, loss_mask = case["labels"], case["loss_mask"]
+    if not share_inputs:
+        labels, loss_mask = labels.clone(), loss_mask.clone()
+    out = call(module.sequence_logprobs, logits, labels, loss_mask,
                average=case["average"], what="sequence_logprobs")
     if not grad:
         return out, None
@@ -252,7 +259,9 @@ def run_dpo(module: Any, batch: dict[str, torch.Tensor], **options: Any) -> dict
 
 def run_bt(module: Any, chosen: torch.Tensor, rejected: torch.Tensor, margin: Any) -> dict[str, Any]:
     c, r = leaf(chosen), leaf(rejected)
-    loss, stats = call(module.bradley_terry_loss, c, r, margin, what="bradley_terry_loss")
+    # A copy of a tensor margin: the oracle reads the caller's margin after the call.
+    given = margin.clone() if isinstance(margin, torch.Tensor) else margin
+    loss, stats = call(module.bradley_terry_loss, c, r, given, what="bradley_terry_loss")
     scalar_of(loss, "the Bradley–Terry loss", {"chosen": chosen, "rejected": rejected, "margin": margin})
     if loss.requires_grad:
         loss.backward()

@@ -163,7 +163,9 @@ class _CombineSpy:
         self.calls: list[tuple[Any, Any]] = []
 
     def __call__(self, outs: Any, lses: Any) -> Any:
-        self.calls.append((outs, lses))
+        # Copies: the candidate's own tensors stay shared with it, and it could rewrite its
+        # partials after this call (before the suite reads them).
+        self.calls.append(tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in (outs, lses)))
         return self.reference.combine_partials(outs, lses)
 
 

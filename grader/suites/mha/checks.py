@@ -3,7 +3,9 @@
 The candidate's module is a proxy to another process: tensors go by value, so every call
 gets clones (an in-place edit by the candidate must not corrupt the expected value;
 test_inputs_not_modified checks that separately), and results are compared after they
-come back. Expected values are the reference computed in float64, cast to q's dtype.
+come back. A result is kept as a copy: the tensor the candidate returned stays shared with
+it, so a later call could rewrite an earlier result that a test compares with (a leak test,
+an invariance). Expected values are the reference computed in float64, cast to q's dtype.
 """
 
 from __future__ import annotations
@@ -120,11 +122,16 @@ def exact(reference: Any, case: dict, **kwargs: Any) -> torch.Tensor:
     return out.to(case["q"].dtype)
 
 
+def kept(result: Any) -> Any:
+    """A tensor result as a copy the candidate's later calls cannot reach."""
+    return result.detach().clone() if isinstance(result, torch.Tensor) else result
+
+
 def run(solution: Any, case: dict, **kwargs: Any) -> Any:
-    """The candidate's attention on copies of the inputs."""
+    """The candidate's attention on copies of the inputs; the result kept as a copy."""
     copies = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
-    return guarded(solution.attention, case["q"].clone(), case["k"].clone(), case["v"].clone(),
-                   what="attention()", input=shown(case, **kwargs), **copies)
+    return kept(guarded(solution.attention, case["q"].clone(), case["k"].clone(), case["v"].clone(),
+                        what="attention()", input=shown(case, **kwargs), **copies))
 
 
 def expect_attention(solution: Any, reference: Any, case: dict, prop: str, **kwargs: Any) -> None:
@@ -177,16 +184,18 @@ def module_pair(solution: Any, reference: Any, d_model: int, n_heads: int,
                 what="MultiHeadAttention()")
     check_parameters(cand, ref, f"MultiHeadAttention({d_model}, {n_heads}, {n_kv_heads}, bias={bias})")
     cand = cand.to(dtype)
-    cand.load_state_dict(ref.state_dict())
+    # Copies: ref.state_dict() shares the reference's parameters, and what crosses to the
+    # candidate comes back changed when its load_state_dict edits it in place.
+    cand.load_state_dict({name: t.clone() for name, t in ref.state_dict().items()})
     return cand, ref
 
 
 def forward(module: Any, x: torch.Tensor, what: str = "MultiHeadAttention.forward()", **kwargs: Any) -> Any:
     """The candidate's forward on a copy of x (no grad mode entered: the candidate runs in
-    its own process)."""
+    its own process); the result kept as a copy."""
     copies = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
     shown_kwargs = {k: v for k, v in kwargs.items() if k != "kv_cache"}
-    return guarded(module, x.clone(), what=what, input={"x": x, **shown_kwargs}, **copies)
+    return kept(guarded(module, x.clone(), what=what, input={"x": x, **shown_kwargs}, **copies))
 
 
 def reference_forward(ref: Any, x: torch.Tensor, dtype: torch.dtype, **kwargs: Any) -> torch.Tensor:

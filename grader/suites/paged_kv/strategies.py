@@ -35,12 +35,19 @@ def new(module: Any, num_blocks: int, block_size: int) -> Any:
     return module.PagedKVCacheAllocator(num_blocks, block_size)
 
 
+def copied(value: Any) -> Any:
+    """A list the candidate returned, as the suite's own copy: the candidate's list stays
+    shared with it (and is the same object when returned again), so a later call could
+    change what a test compares with."""
+    return list(value) if isinstance(value, list) else value
+
+
 def snapshot(alloc: Any, request_ids: Any) -> dict[str, Any]:
     """Everything observable about the given live requests: tables, token counts, free blocks.
     (Call by call, not in one read_all: a failure's snippet replays these reads and prints
     what they returned, which is what the verdict was about.)"""
     return {"num_free_blocks": alloc.num_free_blocks,
-            "tables": {r: alloc.block_table(r) for r in sorted(request_ids)},
+            "tables": {r: copied(alloc.block_table(r)) for r in sorted(request_ids)},
             "num_tokens": {r: alloc.num_tokens(r) for r in sorted(request_ids)}}
 
 

@@ -14,7 +14,7 @@ from grader.protocol import expect, kata_test
 from grader.suites.paged_kv.lockstep import run_lockstep
 from grader.suites.paged_kv.paired import Paired
 from grader.suites.paged_kv.rules import RULE, rule
-from grader.suites.paged_kv.strategies import block_sizes, ceil_div, expect_raises, new, snapshot
+from grader.suites.paged_kv.strategies import block_sizes, ceil_div, copied, expect_raises, new, snapshot
 
 RULES = {
     "fork: the child starts with the parent's tokens, sharing every block; it uses no free block":
@@ -103,7 +103,7 @@ def test_copy_on_write_of_a_shared_partial_block(solution, block_size, num_token
     alloc = new(solution, num_blocks, block_size)
     alloc.allocate("a", num_tokens)
     alloc.fork("a", "b")
-    shared = alloc.block_table("a")
+    shared = copied(alloc.block_table("a"))
     free_before = alloc.num_free_blocks
     other = "b" if writer == "a" else "a"
     calls = f"PagedKVCacheAllocator({num_blocks}, {block_size}); allocate('a', {num_tokens}); fork('a', 'b'); allocate({writer!r}, {k})"

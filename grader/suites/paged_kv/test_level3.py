@@ -91,7 +91,7 @@ def test_repeated_prompt_hits_all_but_the_last_token(solution, block_size, promp
 @given(block_size=st.integers(1, 3), first=prompts, second=prompts, free_first=st.booleans())
 def test_hits_need_the_same_whole_prefix(solution, block_size, first, second, free_first):
     alloc = new(solution, 20, block_size)
-    alloc.allocate_prompt("a", first)
+    alloc.allocate_prompt("a", list(first))  # a copy: the expected hits are read off `first` below
     if free_first:
         alloc.free("a")
     common = 0
@@ -99,7 +99,7 @@ def test_hits_need_the_same_whole_prefix(solution, block_size, first, second, fr
            and first[:(common + 1) * block_size] == second[:(common + 1) * block_size]):
         common += 1
     hits = min(common, (len(second) - 1) // block_size)
-    got = alloc.allocate_prompt("b", second)
+    got = alloc.allocate_prompt("b", list(second))
     shown = {"block_size": block_size, "calls": f"allocate_prompt('a', {first})"
              + ("; free('a')" if free_first else "") + f"; allocate_prompt('b', {second})"}
     expect(got == hits * block_size, rule("chain", "cap"), input=shown, expected=hits * block_size, got=got)
@@ -155,10 +155,10 @@ def _hit_and_free(pair: Paired, holder: str, token: int) -> None:
 def test_hit_blocks_leave_the_free_pool(solution, block_size, prompt):
     num_blocks = 6
     alloc = new(solution, num_blocks, block_size)
-    if alloc.allocate_prompt("a", prompt) is None:
+    if alloc.allocate_prompt("a", list(prompt)) is None:  # copies: the same prompt twice
         return
     alloc.free("a")
-    hits = alloc.allocate_prompt("b", prompt)
+    hits = alloc.allocate_prompt("b", list(prompt))
     in_use = len(alloc.block_table("b"))
     calls = f"allocate_prompt('a', {prompt}); free('a'); allocate_prompt('b', {prompt})"
     shown = {"num_blocks": num_blocks, "block_size": block_size, "calls": calls}

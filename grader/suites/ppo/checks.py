@@ -64,6 +64,27 @@ def shapes_of(inp: dict[str, Any]) -> dict[str, Any]:
     return {k: (f"shape {tuple(v.shape)}" if isinstance(v, torch.Tensor) else v) for k, v in inp.items()}
 
 
+def kept(value: Any) -> Any:
+    """A result (tensors, tuples, lists, dicts of them) as copies the candidate's later calls
+    cannot reach: what it returned stays shared with it, and a test compares a first result
+    with a later one. A tensor keeps requires_grad (clone, not detach), which tests check."""
+    if isinstance(value, torch.Tensor):
+        return value.clone()
+    if isinstance(value, list):
+        return [kept(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(kept(v) for v in value)
+    if isinstance(value, dict):
+        return {k: kept(v) for k, v in value.items()}
+    return value
+
+
+def copies(*tensors: Any) -> list[Any]:
+    """Inputs for the candidate: copies of the tensors (the suite later reads its own, for
+    the expected value or the reference's call), anything else as it is."""
+    return [t.clone() if isinstance(t, torch.Tensor) else t for t in tensors]
+
+
 def snapshot(inp: dict[str, Any]) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in inp.items() if isinstance(v, torch.Tensor)}
 

@@ -1,6 +1,11 @@
 """Calls into the candidate, one runner per function: each builds the call from a dict of
 named inputs (the dict a failure shows), checks the form of what comes back, and runs the
-backward pass where the function has a gradient. Also the input builders of each level."""
+backward pass where the function has a gradient. Also the input builders of each level.
+
+A runner hands the candidate copies of the tensors (the suite reads the dict's own afterwards:
+for the reference's call, an expected value, the failure shown) unless `share_inputs` (the
+tests of unchanged inputs), and returns copies of what came back (a test compares a first
+result with a later one; the candidate's own tensors stay shared with it)."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from hypothesis import strategies as st
 
 from grader.protocol import call, expect
 from grader.suites._common import check_close
-from grader.suites.ppo.checks import check_grad, check_stats, scalar_of
+from grader.suites.ppo.checks import check_grad, check_stats, copies, kept, scalar_of
 from grader.suites.ppo.strategies import (
     DTYPES, batches, fixed_batch, grid, grid_from_seed, leaf, valid_of)
 
@@ -35,15 +40,16 @@ def policy_inputs(b: dict[str, Any], clip_eps: float) -> dict[str, Any]:
 
 def run_policy(module: Any, inp: dict[str, Any]) -> tuple[Any, Any, torch.Tensor]:
     logprobs = leaf(inp["logprobs"])
-    out = call(module.ppo_policy_loss, logprobs, inp["old_logprobs"], inp["advantages"],
-               inp["mask"], inp["clip_eps"], what="ppo_policy_loss")
+    out = call(module.ppo_policy_loss, logprobs, *copies(inp["old_logprobs"], inp["advantages"],
+                                                         inp["mask"]), inp["clip_eps"], what="ppo_policy_loss")
     expect(isinstance(out, tuple) and len(out) == 2, "ppo_policy_loss returns (loss, stats)",
            input=inp, got=type(out).__name__)
     loss, stats = out
     scalar_of(loss, "the policy loss", inp)
     expect(loss.requires_grad, "the policy loss must carry a gradient to logprobs", input=inp)
     loss.backward()
-    return loss, stats, torch.zeros_like(logprobs) if logprobs.grad is None else logprobs.grad
+    grad = torch.zeros_like(logprobs) if logprobs.grad is None else logprobs.grad
+    return kept(loss), kept(stats), kept(grad)
 
 
 def check_against(module: Any, reference: Any, inp: dict[str, Any], what: str) -> None:
@@ -62,12 +68,13 @@ def gae_inputs(b: dict[str, Any], gamma: float, lam: float) -> dict[str, Any]:
             "lam": lam}
 
 
-def run_gae(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-    out = call(module.compute_gae, inp["rewards"], inp["values"], inp["mask"], inp["gamma"],
+def run_gae(module: Any, inp: dict[str, Any], share_inputs: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    tensors = (inp["rewards"], inp["values"], inp["mask"])
+    out = call(module.compute_gae, *(tensors if share_inputs else copies(*tensors)), inp["gamma"],
                inp["lam"], what="compute_gae")
     expect(isinstance(out, tuple) and len(out) == 2, "compute_gae returns (advantages, returns)",
            input=inp, got=type(out).__name__)
-    return out
+    return kept(out)
 
 
 def value_inputs(b: dict[str, Any], clip_eps_value: float) -> dict[str, Any]:
@@ -75,15 +82,16 @@ def value_inputs(b: dict[str, Any], clip_eps_value: float) -> dict[str, Any]:
             "mask": b["mask"], "clip_eps_value": clip_eps_value}
 
 
-def run_value(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+def run_value(module: Any, inp: dict[str, Any], share_inputs: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     values = leaf(inp["values"])
-    loss = call(module.ppo_value_loss, values, inp["old_values"], inp["returns"], inp["mask"],
+    tensors = (inp["old_values"], inp["returns"], inp["mask"])
+    loss = call(module.ppo_value_loss, values, *(tensors if share_inputs else copies(*tensors)),
                 inp["clip_eps_value"], what="ppo_value_loss")
     scalar_of(loss, "the value loss", inp)
     expect(loss.requires_grad, "the value loss must carry a gradient to values", input=inp)
     loss.backward()
     grad = torch.zeros_like(values) if values.grad is None else values.grad
-    return loss.detach(), grad
+    return loss.detach().clone(), kept(grad)
 
 
 # ---------------------------------------------------------------------------- level 3
@@ -96,9 +104,10 @@ def kl_fixed(rows: list[list[int]], seed: int, kl_coef: float = 0.5, fill: float
             "ref_logprobs": b["ref"], "mask": b["mask"], "kl_coef": kl_coef}
 
 
-def run_kl(module: Any, inp: dict[str, Any]) -> torch.Tensor:
-    return call(module.kl_shaped_rewards, inp["scores"], inp["logprobs"], inp["ref_logprobs"],
-                inp["mask"], inp["kl_coef"], what="kl_shaped_rewards")
+def run_kl(module: Any, inp: dict[str, Any], share_inputs: bool = False) -> torch.Tensor:
+    tensors = (inp["scores"], inp["logprobs"], inp["ref_logprobs"], inp["mask"])
+    return kept(call(module.kl_shaped_rewards, *(tensors if share_inputs else copies(*tensors)),
+                     inp["kl_coef"], what="kl_shaped_rewards"))
 
 
 @st.composite
@@ -131,10 +140,11 @@ def whiten_inputs(draw: Any, specials: bool = False) -> dict[str, Any]:
     return inp
 
 
-def run_whiten(module: Any, inp: dict[str, Any]) -> torch.Tensor:
+def run_whiten(module: Any, inp: dict[str, Any], share_inputs: bool = False) -> torch.Tensor:
     kwargs = {"eps": inp["eps"]} if "eps" in inp else {}
-    return call(module.masked_whiten, inp["x"], inp["mask"], inp["shift_mean"], what="masked_whiten",
-                **kwargs)
+    tensors = (inp["x"], inp["mask"])
+    return kept(call(module.masked_whiten, *(tensors if share_inputs else copies(*tensors)),
+                     inp["shift_mean"], what="masked_whiten", **kwargs))
 
 
 @st.composite
@@ -161,8 +171,10 @@ def run_loss(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, Any, torch
     logprobs, values = leaf(inp["logprobs"]), leaf(inp["values"])
     kwargs = {k: inp[k] for k in ("gamma", "lam", "clip_eps", "clip_eps_value", "vf_coef",
                                   "whiten_advantages") if k in inp}
-    out = call(module.ppo_loss, logprobs, inp["old_logprobs"], values, inp["old_values"],
-               inp["rewards"], inp["mask"], what="ppo_loss", **kwargs)
+    old_logprobs, old_values, rewards, mask = copies(inp["old_logprobs"], inp["old_values"],
+                                                     inp["rewards"], inp["mask"])
+    out = call(module.ppo_loss, logprobs, old_logprobs, values, old_values, rewards, mask,
+               what="ppo_loss", **kwargs)
     expect(isinstance(out, tuple) and len(out) == 2, "ppo_loss returns (total, stats)",
            input=inp, got=type(out).__name__)
     total, stats = out
@@ -170,8 +182,8 @@ def run_loss(module: Any, inp: dict[str, Any]) -> tuple[torch.Tensor, Any, torch
     expect(total.requires_grad, "the total loss carries gradients", input=inp)
     total.backward()
     zeros = torch.zeros_like(logprobs)
-    return (total.detach(), stats, zeros if logprobs.grad is None else logprobs.grad,
-            zeros if values.grad is None else values.grad)
+    return (total.detach().clone(), kept(stats), kept(zeros if logprobs.grad is None else logprobs.grad),
+            kept(zeros if values.grad is None else values.grad))
 
 
 def check_loss_against(solution: Any, reference: Any, inp: dict[str, Any], what: str) -> None:

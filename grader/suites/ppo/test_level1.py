@@ -15,7 +15,7 @@ from hypothesis import given
 from grader.protocol import call, expect, kata_test
 from grader.suites._common import check_close, count_ops, tolerance
 from grader.suites.ppo.checks import (
-    check_grad, check_low_precision, check_stats, expect_unchanged, expect_value_error,
+    check_grad, check_low_precision, check_stats, expect_unchanged, expect_value_error, kept,
     same_result, scalar_of, shapes_of, snapshot)
 from grader.suites.ppo.runners import CLIP as CLIP_EPS, POLICY, check_against, policy_inputs, run_policy
 from grader.suites.ppo.strategies import (
@@ -205,7 +205,7 @@ def test_policy_loss_rejects_bad_input(solution):
     b = fixed_batch(FIXED_MASKS["three rows of 2, 1 and 3 tokens"], POLICY, seed=5, fill=5.0)
     good = policy_inputs(b, 0.2)
     before = snapshot(good)
-    first = call(solution.ppo_policy_loss, **good, what="ppo_policy_loss")
+    first = kept(call(solution.ppo_policy_loss, **good, what="ppo_policy_loss"))
     bad_cases = [(which, None) for which in ("logprobs", "old_logprobs", "advantages", "mask")]
     bad_cases += [("clip_eps", 0.0), ("clip_eps", -0.1)]
     for which, value in bad_cases:

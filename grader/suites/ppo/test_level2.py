@@ -15,7 +15,7 @@ from hypothesis import given, strategies as st
 from grader.protocol import call, expect, kata_test
 from grader.suites._common import check_close, count_ops, tolerance
 from grader.suites.ppo.checks import (
-    check_grad, check_low_precision, expect_unchanged, expect_value_error, same_result,
+    check_grad, check_low_precision, expect_unchanged, expect_value_error, kept, same_result,
     shapes_of, snapshot)
 from grader.suites.ppo.runners import (
     GAE, GAMMA, LAM, VALUE, gae_inputs, run_gae, run_value, value_inputs)
@@ -127,7 +127,7 @@ def test_value_loss_keeps_every_float_dtype(solution):
     for dtype in ALL_FLOAT_DTYPES + (torch.float64,):
         inp = value_inputs({**base, **{k: base[k].to(dtype) for k in VALUE}}, 0.2)
         before = snapshot(inp)
-        loss, grad = run_value(solution, inp)
+        loss, grad = run_value(solution, inp, share_inputs=True)
         expect_unchanged(before, inp, "ppo_value_loss")
         exact = {**inp, **{k: inp[k].double() for k in VALUE}}
         want, want_grad = run_value(solution, exact)  # your float64 result: dtypes only here
@@ -192,7 +192,7 @@ def test_level2_rejects_shape_mismatch(solution):
                                 ("values", "old_values", "returns", "mask"))}
     for name, (fn, good, args) in calls.items():
         before = snapshot(good)
-        first = call(fn, **good, what=name)
+        first = kept(call(fn, **good, what=name))
         for arg in args:
             inp = {**good, arg: torch.cat([good[arg], good[arg][:, :1]], dim=1)}
             expect_value_error(lambda: call(fn, **inp, what=name), f"{name} raises ValueError when "
@@ -321,13 +321,13 @@ def test_gae_returns_detached_tensors(solution, b, gamma, lam):
     inp = gae_inputs(b, gamma, lam)
     inp["values"] = leaf(b["values"])
     before = snapshot(inp)
-    adv, ret = run_gae(solution, inp)
+    valid = valid_of(b["mask"]).clone()  # before the call, which gets the mask itself
+    adv, ret = run_gae(solution, inp, share_inputs=True)
     for name, x in (("advantages", adv), ("returns", ret)):
         expect(isinstance(x, torch.Tensor) and x.shape == b["rewards"].shape
                and x.dtype == b["rewards"].dtype and not x.requires_grad,
                f"{name} is a (B, T) tensor of rewards.dtype without gradient", input=inp,
                expected=f"shape {tuple(b['rewards'].shape)}, {b['rewards'].dtype}, no grad", got=x)
-    valid = valid_of(b["mask"])
     check_close(ret, torch.where(valid, adv + b["values"], torch.zeros_like(adv)),
                 "returns = advantages + values on valid tokens, 0 on padding", input=inp)
     expect_unchanged(before, inp, "compute_gae")

@@ -240,8 +240,8 @@ def test_level3_inputs_unchanged(solution):
     wh = {"x": kl["logprobs"], "mask": kl["mask"], "shift_mean": False}
     lo = loss_fixed(MIXED, seed=7)
     one = {"x": torch.tensor([[2.0, float("nan")]], dtype=torch.float64), "mask": torch.tensor([[True, False]])}
-    for name, inp, run in (("kl_shaped_rewards", kl, lambda: run_kl(solution, kl)),
-                           ("masked_whiten", wh, lambda: run_whiten(solution, wh)),
+    for name, inp, run in (("kl_shaped_rewards", kl, lambda: run_kl(solution, kl, share_inputs=True)),
+                           ("masked_whiten", wh, lambda: run_whiten(solution, wh, share_inputs=True)),
                            ("ppo_loss", lo, lambda: call(solution.ppo_loss, *[lo[k] for k in LOSS], lo["mask"],
                                                          what="ppo_loss")),
                            ("a rejected masked_whiten", one,

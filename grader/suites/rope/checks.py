@@ -121,19 +121,24 @@ def close(got: Any, expected: torch.Tensor, prop: str, *, input: Any, **toleranc
 
 # The helpers below hand the candidate copies of a scaling dict, so that a candidate that
 # changes the dict fails only test_scaling_configs_reused_and_alternated, which passes the
-# same dict again on purpose.
+# same dict again on purpose. They keep a copy of the tensor returned: the candidate's own
+# stays shared with it, and a later call could rewrite an earlier result a test compares with.
+
+
+def kept(result: Any) -> Any:
+    return result.detach().clone() if isinstance(result, torch.Tensor) else result
 
 
 def rope(solution: Any, x: torch.Tensor, positions: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-    return guarded(solution.apply_rope, x.clone(), positions.clone(), *args, what="apply_rope",
-                   input=shown(x, positions, **({"base": args[0]} if args else {}), **kwargs),
-                   **copy.deepcopy(kwargs))
+    return kept(guarded(solution.apply_rope, x.clone(), positions.clone(), *args, what="apply_rope",
+                        input=shown(x, positions, **({"base": args[0]} if args else {}), **kwargs),
+                        **copy.deepcopy(kwargs)))
 
 
 def inv_freq(solution: Any, dim: int, *args: Any, **kwargs: Any) -> Any:
     shown_args = dict(zip(("base", "scaling"), args), **kwargs)
-    return guarded(solution.rope_inv_freq, dim, *copy.deepcopy(args), what="rope_inv_freq",
-                   input={"dim": dim, **shown_args}, **copy.deepcopy(kwargs))
+    return kept(guarded(solution.rope_inv_freq, dim, *copy.deepcopy(args), what="rope_inv_freq",
+                        input={"dim": dim, **shown_args}, **copy.deepcopy(kwargs)))
 
 
 def make_embedding(solution: Any, dim: int, base: float = 10000.0, scaling: dict | None = None) -> Any:
@@ -142,8 +147,8 @@ def make_embedding(solution: Any, dim: int, base: float = 10000.0, scaling: dict
 
 
 def embed(embedding: Any, x: torch.Tensor, positions: torch.Tensor, **shown_too: Any) -> Any:
-    return guarded(embedding, x.clone(), positions.clone(), what="RotaryEmbedding.__call__",
-                   input=shown(x, positions, **shown_too))
+    return kept(guarded(embedding, x.clone(), positions.clone(), what="RotaryEmbedding.__call__",
+                        input=shown(x, positions, **shown_too)))
 
 
 def cached_positions(embedding: Any) -> Any:

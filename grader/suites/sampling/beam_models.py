@@ -91,7 +91,9 @@ def run_beam(solution: Any, model: TinyModel, case: dict) -> list:
         and all(isinstance(t, int) for t in h[0]) and isinstance(h[1], float) for h in got)
     expect(shape_ok, "beam_search returns a list of (list of int tokens, float score)",
            input=case_input(case), got=got)
-    return got
+    # A copy: the lists the candidate returned stay shared with it, and a test compares a
+    # first result with a later one.
+    return [(list(tokens), score) for tokens, score in got]
 
 
 def reference_beam(reference: Any, case: dict, dtype: torch.dtype = torch.float64) -> list:

@@ -70,10 +70,16 @@ def filter_case(draw: Any, *, distinct: bool = False, max_vocab: int = 6, spread
     return {"logits": logits}
 
 
+def kept(result: Any) -> Any:
+    """A tensor result as a copy: the candidate's own tensor stays shared with it, and a later
+    call could rewrite an earlier result that a test compares with."""
+    return result.detach().clone() if isinstance(result, torch.Tensor) else result
+
+
 def run_filter(solution: Any, logits: torch.Tensor, **kwargs: Any) -> tuple[torch.Tensor, dict]:
     inp = {"logits": logits.clone(), **kwargs}
     out = call(solution.top_k_top_p_filter, logits.clone(), what="top_k_top_p_filter", **kwargs)
-    return out, inp
+    return kept(out), inp
 
 
 def near_boundary(logits: torch.Tensor, top_k: int, top_p: float, mtk: int) -> bool:
@@ -106,7 +112,7 @@ def sample_ids(got: Any, num_rows: int, vocab: int, inp: Any) -> torch.Tensor:
           and not got.dtype.is_floating_point and got.dtype != torch.bool)
     expect(ok, "sample returns one integer token id per row, shape (B,)", input=inp,
            expected=f"integer tensor of shape ({num_rows},)", got=got)
-    got = got.long()
+    got = got.long().clone()  # a copy (.long() of an int64 tensor is the candidate's own)
     expect(bool(((got >= 0) & (got < vocab)).all()), "sampled ids are in [0, V)", input=inp, got=got)
     return got
 

@@ -15,7 +15,7 @@ from grader.suites._common import count_ops
 from grader.suites.sampling.chi_square import check_frequencies
 from grader.suites.sampling.strategies import (
     FLOAT_DTYPES, NEG_INF, check_filter_output, expect_kept, expect_value_error, filter_case,
-    filtered_probs, gen, kept_mask, near_boundary, nucleus_mass, run_filter, sample_counts,
+    filtered_probs, gen, kept, kept_mask, near_boundary, nucleus_mass, run_filter, sample_counts,
     sample_ids, settings_fast, top_k_set, top_k_values, top_p_values)
 
 RULES = {
@@ -186,7 +186,7 @@ BAD_FILTER_ARGS = ({"top_p": 0.0}, {"top_p": -0.5}, {"top_p": 1.5}, {"top_p": 1.
            description="ValueError for top_p outside (0, 1] or min_tokens_to_keep < 1")
 def test_filter_rejects_bad_arguments(solution):
     pristine = torch.tensor([[1.0, 0.0, -1.0, 0.5], [2.0, 2.0, -3.0, 0.0]])
-    before = call(solution.top_k_top_p_filter, pristine.clone(), 2, 0.6, what="top_k_top_p_filter")
+    before = kept(call(solution.top_k_top_p_filter, pristine.clone(), 2, 0.6, what="top_k_top_p_filter"))
     for kwargs in BAD_FILTER_ARGS:
         logits = pristine.clone()
         inp = {"logits": pristine, **kwargs}
@@ -459,9 +459,9 @@ def test_sample_draws_among_tokens_tied_at_top_k(solution):
 def test_sample_uses_the_generator(solution):
     logits = torch.zeros(64, 8)
     inp = {"logits": "64 rows of 8 equal logits", "generator seed": 7}
-    first = call(solution.sample, logits.clone(), generator=gen(7), what="sample")
-    second = call(solution.sample, logits.clone(), generator=gen(7), what="sample")
-    first, second = sample_ids(first, 64, 8, inp), sample_ids(second, 64, 8, inp)
+    # Each result copied (by sample_ids) before the next call: the candidate's own stays shared.
+    first = sample_ids(call(solution.sample, logits.clone(), generator=gen(7), what="sample"), 64, 8, inp)
+    second = sample_ids(call(solution.sample, logits.clone(), generator=gen(7), what="sample"), 64, 8, inp)
     expect(torch.equal(first, second), "two calls with equally seeded generators give the same "
            "samples", input=inp, expected=first, got=second)
     reused = gen(7)

@@ -256,7 +256,10 @@ def shown(work: dict[str, Any], **extra: Any) -> dict[str, Any]:
 def run_generate(module: Any, model: TinyLM, work: dict[str, Any], max_new_tokens: int | None = None
                  ) -> Any:
     n = work["max_new_tokens"] if max_new_tokens is None else max_new_tokens
-    return call(module.generate, model, work["prompts"], n, work.get("eos_id"), what="generate")
+    # Copies of the prompts: the oracle reads work["prompts"] after the call (and the EOS
+    # scenarios are cached, shared by tests), so an edited prompt must not reach them.
+    prompts = [list(p) for p in work["prompts"]]
+    return call(module.generate, model, prompts, n, work.get("eos_id"), what="generate")
 
 
 def check_tokens(got: Any, want: list[list[int]], prop: str, input: Any) -> None:
