@@ -16,12 +16,14 @@ from typing import Mapping
 ENV_JUDGE_MEMORY = "KATA_JUDGE_MEMORY_BYTES"  # the judge's limit (0: none); set by the runner
 DEFAULT_JUDGE_MEMORY_BYTES = 8 * 1024**3
 
-# What Python, torch, Triton and CUDA need to run, and the engine's own switches.
+# What Python, torch, Triton and CUDA need to run, and the engine's own switches (the runner
+# adds PYTHONPATH's absolute entries itself; PYTHONOPTIMIZE, which would drop a suite's
+# asserts, is not passed).
 _NAMES = frozenset({
     "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM",
     "LD_LIBRARY_PATH", "VIRTUAL_ENV", "SYSTEMROOT",
     "PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "PYTHONUTF8", "PYTHONIOENCODING",
-    "PYTHONFAULTHANDLER", "PYTHONMALLOC", "PYTHONWARNINGS",
+    "PYTHONFAULTHANDLER", "PYTHONMALLOC", "PYTHONWARNINGS", "PYTHONHOME", "PYTHONNOUSERSITE",
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
     "KATA_SANDBOX", "KATA_CPU_MODE", ENV_JUDGE_MEMORY,
 })

@@ -516,7 +516,7 @@ def _judge_env(solution: Path, module: str, test_timeout_s: float, max_examples:
         plugin.ENV_SOLUTION: str(solution.resolve()),
         plugin.ENV_MODULE: module,
         plugin.ENV_TEST_TIMEOUT: str(test_timeout_s),
-        "PYTHONPATH": _child_pythonpath(env.get("PYTHONPATH")),
+        "PYTHONPATH": _child_pythonpath(os.environ.get("PYTHONPATH")),
         # `python -m` would put the child's working directory first on sys.path, where the
         # candidate's code can write files: a module written there must never be imported.
         "PYTHONSAFEPATH": "1",
