@@ -97,3 +97,19 @@ def test_a_reply_bomb_fails_its_test_and_the_judge_stays_small(tmp_path):
     [(passed, message)] = result["tests"]
     assert not passed and "refuses to rebuild" in message, message
     assert result["peak_bytes"] < PEAK_BOUND_BYTES, result["peak_bytes"]
+
+
+def test_an_expanded_tensor_changed_in_place_takes_the_new_values():
+    """The worker gets a plain copy of an expanded (stride-0) input; when the candidate
+    changes it in place, the judge's view cannot be written element by element: it takes
+    the new values as its own storage (the change is seen, as a mutated input), where the
+    write used to break the connection and read as a crash of the candidate's process."""
+    import torch
+
+    from grader.worker import codec
+
+    base = torch.randn(1, 4)
+    view = base.expand(3, 4)
+    codec.refresh_tensor(view, torch.zeros(3, 4))
+    assert torch.equal(view, torch.zeros(3, 4))
+    assert not torch.equal(base, torch.zeros(1, 4))

@@ -415,9 +415,15 @@ def refresh_tensor(dst: Any, src: Any) -> None:
 
     with torch.no_grad():
         if dst.shape == src.shape and dst.dtype == src.dtype:
-            dst.copy_(src)
-        else:
-            dst.data = src.to(dst.device)
+            try:
+                dst.copy_(src)
+                return
+            except RuntimeError:
+                # `dst` overlaps itself (an expanded view: stride 0), which the other side
+                # received as a plain tensor and changed in place: it gets the new values
+                # as its own storage (the change is seen; its base is left as it was).
+                pass
+        dst.data = src.to(dst.device)
 
 
 def dtype_by_name(name: Any) -> Any:
