@@ -102,11 +102,7 @@ def literal(value: Any, names: _Names) -> str:
     if isinstance(value, RemoteMethod):
         return f"{literal(value._obj, names)}.{value._name}"
     if isinstance(value, float):
-        if math.isnan(value):
-            return "float('nan')"
-        if math.isinf(value):
-            return "float('inf')" if value > 0 else "-float('inf')"
-        return repr(value)
+        return _float_literal(value)
     if isinstance(value, (bool, int, str, bytes, type(None))):
         return repr(value)
     if isinstance(value, list):
@@ -191,12 +187,17 @@ def _nested(values: Any) -> str:
     if isinstance(values, list):
         return "[" + ", ".join(_nested(v) for v in values) + "]"
     if isinstance(values, float):
-        if math.isnan(values):
-            return "float('nan')"
-        if math.isinf(values):
-            return "float('inf')" if values > 0 else "-float('inf')"
-        return repr(values)
+        return _float_literal(values)
     return repr(values)
+
+
+def _float_literal(value: float) -> str:
+    """A float as Python source (nan and the infinities have no literal of their own)."""
+    if math.isnan(value):
+        return "float('nan')"
+    if math.isinf(value):
+        return "float('inf')" if value > 0 else "-float('inf')"
+    return repr(value)
 
 
 def render(transcript: Transcript | Segment, *, module: str, module_proxy: Any, test: str, seed: Any,
