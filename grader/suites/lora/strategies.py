@@ -8,6 +8,13 @@ by hand; results are compared with tolerances per dtype.
 The candidate may live in another process: every parameter is fetched by name when it is
 used (never held across a call that could replace it), and gradients are read by fetching
 the parameters again after backward().
+
+What the suite passes to the candidate and what it returns stay shared with it: an in-place
+edit in the worker is copied back into the judge's object. So `forward`, `delta_of` and
+`multi_forward` hand the candidate copies of x and adapter_ids (the suite computes expected
+values from its own afterwards) unless `share_inputs` (the tests of unchanged inputs, which
+compare with a copy taken before the call), and keep results as copies (a test compares a
+first result with one after later calls).
 """
 
 from __future__ import annotations
@@ -184,14 +191,21 @@ def lora_update(case: Case, scaling: float) -> torch.Tensor:
     return (scaling * (x @ A.T @ B.T)).to(case.dtype)
 
 
-def forward(layer: nn.Module, x: torch.Tensor) -> torch.Tensor:
+def kept(result: Any) -> Any:
+    """A tensor result as a copy the candidate's later calls cannot reach."""
+    return result.detach().clone() if isinstance(result, torch.Tensor) else result
+
+
+def forward(layer: nn.Module, x: torch.Tensor, *, share_inputs: bool = False) -> torch.Tensor:
+    """layer(x) without grad, on a copy of x unless share_inputs; the result kept as a copy."""
     with torch.no_grad():
-        return layer(x)
+        return kept(layer(x if share_inputs else x.clone()))
 
 
 def delta_of(layer: nn.Module) -> torch.Tensor:
+    """layer.delta_weight() without grad, kept as a copy."""
     with torch.no_grad():
-        return layer.delta_weight()
+        return kept(layer.delta_weight())
 
 
 # ------------------------------------------------------------------------------ dropout probe
@@ -382,9 +396,14 @@ def per_row_expected(reference: Any, weight: torch.Tensor, bias: torch.Tensor | 
     return torch.stack(rows)
 
 
-def multi_forward(layer: nn.Module, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def multi_forward(layer: nn.Module, x: torch.Tensor, ids: torch.Tensor, *,
+                  share_inputs: bool = False) -> torch.Tensor:
+    """layer(x, ids) without grad, on copies of x and ids unless share_inputs; the result
+    kept as a copy."""
+    if not share_inputs:
+        x, ids = x.clone(), ids.clone()
     with torch.no_grad():
-        return layer(x, ids)
+        return kept(layer(x, ids))
 
 
 def ones_adapter(name: str, in_f: int, out_f: int, r: int = 1, alpha: float = 1.0,

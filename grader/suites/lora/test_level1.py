@@ -148,10 +148,10 @@ def test_init_output_equals_base(solution, case):
 @given(case=cases())
 def test_forward_matches_reference(solution, reference, case):
     x_before = case.x.clone()
-    got = forward(build(solution, case), case.x)
+    got = forward(build(solution, case), case.x, share_inputs=True)
     expect(torch.equal(case.x, x_before), "forward does not modify its input x",
            input=case.shown(x=x_before), expected=x_before, got=case.x)
-    check_close(got, forward(build(reference, case), case.x),
+    check_close(got, forward(build(reference, case), x_before),
                 "forward(x) = base(x) + (x @ lora_A.T @ lora_B.T) * alpha / r", input=case.shown())
 
 
@@ -215,7 +215,7 @@ def test_only_lora_params_receive_gradients(solution, reference, case, seed):
     ref = build(reference, case)
     weights = torch.randn(case.x.shape[:-1] + case.weight.shape[:1],
                           generator=torch.Generator().manual_seed(seed), dtype=case.dtype)
-    out = layer(case.x)
+    out = layer(case.x.clone())  # a copy: the reference reads case.x after this call
     expect(out.requires_grad, "forward(x) depends on lora_A and lora_B through autograd, "
            "for every alpha: with alpha = 0.0 (scaling 0) they still train, with zero "
            "gradients", input=case.shown(), expected="an output that requires grad",
@@ -270,7 +270,7 @@ def test_rank_below_one_raises(solution, reference):
 def _forward_keeping_x(layer: nn.Module, probe, shown: dict) -> torch.Tensor:
     x = probe.case.x.clone()
     with showing(shown):
-        got = forward(layer, x)
+        got = forward(layer, x, share_inputs=True)
     expect(torch.equal(x, probe.case.x), "forward does not modify its input x, also in "
            "training mode with dropout (no in-place dropout on the caller's x)", input=shown,
            expected=probe.case.x[:2], got=x[:2], note="first two rows shown")

@@ -89,12 +89,12 @@ def test_mixed_batch_matches_per_row_lora_linear(solution, reference, mc):
     layer, slots = load(solution, mc)
     ids = ids_for(mc.rows, slots)
     x_before, ids_before = mc.x.clone(), ids.clone()
-    got = multi_forward(layer, mc.x, ids)
+    got = multi_forward(layer, mc.x, ids, share_inputs=True)
     expect(torch.equal(mc.x, x_before) and torch.equal(ids, ids_before),
            "forward does not modify x or adapter_ids", input=mc.shown(slots),
            expected={"x": x_before, "adapter_ids": ids_before}, got={"x": mc.x, "adapter_ids": ids})
     row_adapters = [mc.adapters[k] if k >= 0 else None for k in mc.rows]
-    check_close(got, per_row_expected(reference, mc.weight, mc.bias, row_adapters, mc.x),
+    check_close(got, per_row_expected(reference, mc.weight, mc.bias, row_adapters, x_before),
                 "row n = base(x_n) + (alpha_a / r_a) * x_n @ A_a.T @ B_a.T for a = "
                 "adapter_ids[n]", input=mc.shown(slots))
 
