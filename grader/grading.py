@@ -15,7 +15,8 @@ from grader.engine import precheck, suite_listing, time_limits
 from grader.engine.limits import ResourceLimits
 from grader.engine.report import Scorecard, build_scorecard
 from grader.engine.runner import RunOutcome, TestResult, run_suite
-from grader.errors import KataError
+from grader.errors import CatalogError, KataError
+from grader.statement import later_names, load_statement
 
 ENV_TEST_TIMEOUT = "KATA_TEST_TIMEOUT_S"
 ENV_JOBS = "KATA_GRADE_JOBS"  # judges one grading may use: 1, or 2 (default: 2 given 2 CPUs)
@@ -83,7 +84,8 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
                        solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
                        level_names={lv.level: lv.name for lv in kata.levels},
                        level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
-    loading = precheck.check_source(source, slug=kata.slug, stub=kata.stub_path, path=path)
+    loading = precheck.check_source(source, slug=kata.slug, stub=kata.stub_path, path=path,
+                                    unshown=_unshown_names(kata, levels))
     if loading.error is not None:
         outcome = _unloadable(suite, path, kata, seed, loading.error, t0, on_event=on_event,
                               levels=levels, tests=tests, workdir=workdir)
@@ -105,6 +107,17 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     if loading.note is not None:
         outcome.notes.insert(0, loading.note)
     return build_scorecard(outcome, **card_fields)
+
+
+def _unshown_names(kata: Kata, levels: set[int] | None) -> frozenset[str]:
+    """The API names of the levels a grading leaves out (a mock's unrevealed ones): its
+    messages about missing names must not name them."""
+    if not levels:
+        return frozenset()
+    try:
+        return later_names(load_statement(kata), levels)
+    except (CatalogError, OSError):
+        return frozenset()  # (a statement that does not parse is reported where it is shown)
 
 
 def _unloadable(suite: Path, path: Path, kata: Kata, seed: int, error: str, t0: float, *,

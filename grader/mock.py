@@ -32,7 +32,7 @@ from typing import Any
 
 from grader.catalog import Kata
 from grader.errors import KataError
-from grader.statement import Statement, load_statement
+from grader.statement import CODE_BLOCK, DECLARED, Statement, load_statement
 from grader.store import Session, Store
 
 NUM_FOLLOWUPS = 2
@@ -92,8 +92,6 @@ def mock_stub(kata: Kata) -> str:
 
 # ----------------------------------------------------------------------------- follow-ups
 
-_CODE_BLOCK = re.compile(r"```.*?```", re.S)
-_DECLARED = re.compile(r"\b(?:def|class)\s+([A-Za-z_]\w*)")
 _WORD = re.compile(r"[a-z][a-z-]{3,}")
 
 
@@ -109,8 +107,8 @@ def hidden_terms(statement: Statement, revealed: set[int]) -> set[str]:
         name = section.name.lower()
         terms.add(name)
         terms |= {stem for stem in map(_stem, _WORD.findall(name)) if stem not in shown_text}
-        for block in _CODE_BLOCK.findall(section.body):
-            terms |= {n.lower() for n in _DECLARED.findall(block)
+        for block in CODE_BLOCK.findall(section.body):
+            terms |= {n.lower() for n in DECLARED.findall(block)
                       if not n.startswith("__") and n.lower() not in shown_text}
     return terms
 

@@ -270,6 +270,24 @@ def _questions(body: str, where: str) -> tuple[str, ...]:
 # ----------------------------------------------------------------------------- rendering
 
 
+CODE_BLOCK = re.compile(r"```.*?```", re.S)
+DECLARED = re.compile(r"\b(?:def|class)\s+([A-Za-z_]\w*)")
+
+
+def declared_names(sections: Iterable[LevelSection]) -> set[str]:
+    """The functions and classes the code blocks of these level sections declare."""
+    return {name for section in sections for block in CODE_BLOCK.findall(section.body)
+            for name in DECLARED.findall(block)}
+
+
+def later_names(statement: Statement, levels: Iterable[int]) -> frozenset[str]:
+    """What the code of a level outside `levels` declares and no level in it does: the names
+    a grading of `levels` alone must not show (a mock's level 1 must not name level 3's class)."""
+    wanted = set(levels)
+    inside = declared_names(s for s in statement.levels if s.number in wanted)
+    return frozenset(declared_names(s for s in statement.levels if s.number not in wanted) - inside)
+
+
 def render(kata: Kata, levels_shown: int | Iterable[int] | None = None) -> str:
     """The statement's markdown with only the given levels: a number n shows levels 1..n, a
     collection shows those levels; None shows them all. Level sub-sections of the worked

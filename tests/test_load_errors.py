@@ -320,3 +320,19 @@ def test_grade_and_check_of_a_file_that_cannot_load(monkeypatch):
     assert len(card["tests"]) == len(list_tests(kata.examples_path))
     text = runner.invoke(app, ["grade"], catch_exceptions=False).output
     assert "your file could not be loaded" in text and "def (self):" in text
+
+
+def test_a_graded_subset_of_levels_names_none_of_the_other_levels_api(tmp_path):
+    """A mock at level 1 grades level 1 alone: its messages about missing names must not
+    name what a later level declares (mha's KVCache and MultiHeadAttention)."""
+    mha = load_catalog().get("mha")
+    empty = tmp_path / "mha.py"
+    empty.write_text("import torch\n")
+    card = grading.grade(mha, empty, seed=1, levels={1})
+    assert "attention" in card.import_error
+    assert "KVCache" not in card.import_error and "MultiHeadAttention" not in card.import_error
+    partial = check_source("def attention(q, k, v):\n    return q\n", slug="mha", stub=mha.stub_path,
+                           unshown=grading._unshown_names(mha, {1}))
+    assert partial.error is None and partial.missing == ()  # level 2's names are not "missing"
+    every = check_source("def attention(q, k, v):\n    return q\n", slug="mha", stub=mha.stub_path)
+    assert set(every.missing) == {"KVCache", "MultiHeadAttention"}  # a whole grading names them

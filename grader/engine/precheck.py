@@ -46,9 +46,11 @@ def missing_names_notes(notes: list[str]) -> list[str]:
     return [n for n in notes if n.startswith(MISSING_NOTE_START)]
 
 
-def check_source(source: str, *, slug: str, stub: Path | None = None, path: Path | None = None) -> LoadCheck:
+def check_source(source: str, *, slug: str, stub: Path | None = None, path: Path | None = None,
+                 unshown: frozenset[str] = frozenset()) -> LoadCheck:
     """Compile `source` (the candidate's file) and compare its top-level names with the
-    stub's. Never raises for anything in the source."""
+    stub's, less `unshown` (the names of levels this grading leaves out, which a mock has
+    not revealed). Never raises for anything in the source."""
     if "\x00" in source:  # compile's own message names no line
         line = source.count("\n", 0, source.index("\x00")) + 1
         return LoadCheck(error=f"your file contains a NUL byte at line {line}: it is not Python source "
@@ -67,7 +69,7 @@ def check_source(source: str, *, slug: str, stub: Path | None = None, path: Path
         return LoadCheck(error=syntax_error_text(exc, path))
     except (ValueError, RecursionError, MemoryError):
         return LoadCheck()  # too deep to parse here; the worker's import will say
-    api = stub_names(stub)
+    api = tuple(name for name in stub_names(stub) if name not in unshown)
     if _is_empty(tree):
         return LoadCheck(error=_empty_text(slug, api))
     defined = defined_names(tree)
