@@ -32,7 +32,7 @@ from typing import Any
 
 from grader.catalog import Kata
 from grader.errors import KataError
-from grader.statement import CODE_BLOCK, DECLARED, Statement, load_statement
+from grader.statement import CODE_BLOCK, DECLARED, Statement, load_statement, render_level_parts
 from grader.store import Session, Store
 
 NUM_FOLLOWUPS = 2
@@ -55,9 +55,12 @@ answer = "..."
 
 
 def render_level(statement: Statement, level: int) -> str:
-    """The markdown of one level as the interviewer adds it: its section, then its own parts
-    of the worked example and the constraints."""
+    """The markdown of one level as the interviewer adds it: its Ask (a statement in the
+    first skeleton: its section, then its own parts of the worked example and the
+    constraints)."""
     section = statement.level(level)
+    if statement.layered:  # a mock shows the Ask; clarifications come through `kata ask`
+        return "\n\n".join(render_level_parts(section, clarifications=False, spec=False)) + "\n"
     blocks = [section.heading, section.body]
     for name, parts in (("Worked example", statement.worked_example), ("Constraints", statement.constraints)):
         mine = [p.text.split("\n", 1)[1].strip() if "\n" in p.text else "" for p in parts if p.level == level]

@@ -1,21 +1,44 @@
-"""A kata's statement (``katas/<module>/README.md``) in its one skeleton, and the statement
-a mock interview shows with only the levels revealed so far.
+"""A kata's statement (``katas/<module>/README.md``), parsed, and the views of it a
+candidate gets: a mock's (the Ask of the revealed levels), practice's (Ask and
+Clarifications), and the editorial (the Spec) once a level has passed or on request.
 
-Every statement has these headings, in this order (headings inside code fences do not count)::
+The skeleton (headings inside code fences do not count)::
 
     # <title>                            the kata.toml title
     <an optional short line, e.g. *75 minutes · medium · three levels*>
-    ## The interview                     the framing an interviewer says at minute 0
-    ## Level 1 — <name> (~<N> min)       name and minutes as in kata.toml; the level's API and rules
-    ## Level 2 — <name> (~<N> min)       ... one section per level, numbered 1, 2, ...
-    ## Worked example
-    ## Constraints
+    ## Level 1 — <name> (~<N> min)       name and minutes as in kata.toml
+    ### Ask                              what the interviewer says aloud
+    ### Clarifications                   the questions a strong candidate asks, answered
+    ### Spec                             the editorial: every rule, formulas, worked example
+    ## Level 2 — <name> (~<N> min)       ... the same three parts, for each level
     ## Follow-up questions               a list: one item per question of kata.toml
 
-A mock reveals the levels one at a time, so nothing before a level's section may give it
-away, and each level's section is complete for that level. ``## Worked example`` and
-``## Constraints`` may hold ``### Level N`` sub-sections for what belongs to one level; the
-text before the first of them applies to every level.
+**Ask**: the task in prose as an interviewer would say it (a quote, framing this level
+only: the next level's framing is what the interviewer says when it is revealed), the API
+(signatures, argument meanings, return types) and the conventions nobody could derive
+(units, which exception, arbitrary tie-breaks, tolerances). No formula, algorithm or
+intermediate figure that the level's tests check; an end-to-end sanity value is fine.
+
+**Clarifications**: a list, one item per question, each with an id, the interviewer's
+answer and the key terms ``kata ask`` matches on::
+
+    - **Which architecture exactly: biases, norms, the MLP?** `arch`
+      Hugging Face's `LlamaForCausalLM`: no biases, RMSNorm with a weight only, SwiGLU
+      when `gated_mlp`, a plain up/down MLP otherwise.
+      Keys: bias, norm, rmsnorm, mlp, swiglu, gated
+
+The question (bold, ending in "?"), then its id in backticks (lower case, digits and
+dashes, unique in the kata); the answer on the indented lines after it; last, an indented
+``Keys:`` line. Every rule of the level's hidden suite (its RULES map) is settled by the Ask
+or by a clarification of that level or an earlier one: the suite's ``SETTLED_BY`` map,
+beside RULES, says which (tests/test_katas.py checks it).
+
+**Spec**: the full text, rules that are details of the level (``DETAILS`` in the suite)
+named as such.
+
+A statement still in the first skeleton (``## The interview``, levels with a plain body,
+``## Worked example``, ``## Constraints``) parses as well: its level body is both its Ask and
+its Spec, and it has no clarifications.
 """
 
 from __future__ import annotations
@@ -36,11 +59,16 @@ WORKED_EXAMPLE = "Worked example"
 CONSTRAINTS = "Constraints"
 FOLLOWUPS = "Follow-up questions"
 LEVEL_FORMAT = "## Level <N> — <name> (~<minutes> min)"
+ASK, CLARIFICATIONS, SPEC = "Ask", "Clarifications", "Spec"
+LAYERS = (ASK, CLARIFICATIONS, SPEC)
 
 _LEVEL_HEADING = re.compile(r"^Level (\d+) — (.+?) \(~(\d+) min\)$")
 _LEVEL_SUBHEADING = re.compile(r"^### Level (\d+)\b")
 _FENCE = re.compile(r"^ {0,3}(```|~~~)")
 _LIST_ITEM = re.compile(r"^(?:[-*]|\d+[.)])\s+(.*)$")
+_LAYER_HEADING = re.compile(r"^### (\S.*?)\s*$")
+_CLARIFICATION = re.compile(r"^[-*]\s+\*\*(?P<question>[^*]+?\?)\*\*\s+`(?P<id>[a-z0-9][a-z0-9-]*)`\s*$")
+_KEYS = re.compile(r"^Keys:\s*(?P<keys>\S.*)$")
 
 
 class StatementError(CatalogError):
@@ -48,15 +76,36 @@ class StatementError(CatalogError):
 
 
 @dataclass(frozen=True)
+class Clarification:
+    """A question a strong candidate asks at this level, and the interviewer's answer."""
+
+    id: str
+    level: int
+    question: str
+    answer: str  # markdown
+    keys: tuple[str, ...]  # the terms `kata ask` matches on, besides the question and answer
+
+
+@dataclass(frozen=True)
 class LevelSection:
     number: int
     name: str
     minutes: int
-    body: str  # the markdown under the heading
+    ask: str  # what the interviewer says (a first-skeleton statement: the level's whole body)
+    clarifications: tuple[Clarification, ...] = ()
+    spec: str = ""  # the editorial (a first-skeleton statement: the level's whole body)
 
     @property
     def heading(self) -> str:
         return f"## Level {self.number} — {self.name} (~{self.minutes} min)"
+
+    @property
+    def body(self) -> str:
+        """Everything the statement says of this level, every layer."""
+        parts = [self.ask, *(f"{c.question} {c.answer}" for c in self.clarifications)]
+        if self.spec != self.ask:
+            parts.append(self.spec)
+        return "\n\n".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)
@@ -72,15 +121,28 @@ class Part:
 class Statement:
     where: str  # the file, as messages name it
     title: str
-    tagline: str  # the optional line(s) between the title and the interview
-    interview: str
+    tagline: str  # the optional line(s) between the title and the first section
     levels: tuple[LevelSection, ...]
-    worked_example: tuple[Part, ...]
-    constraints: tuple[Part, ...]
     followups: tuple[str, ...]  # the questions, as listed
+    # Only a statement in the first skeleton has these (a layered one frames each level in
+    # its Ask, and keeps examples and constraints in its Spec).
+    interview: str = ""
+    worked_example: tuple[Part, ...] = ()
+    constraints: tuple[Part, ...] = ()
+
+    @property
+    def layered(self) -> bool:
+        """Whether the levels come in the three layers (Ask, Clarifications, Spec)."""
+        return not self.interview
 
     def level(self, number: int) -> LevelSection:
         return self.levels[number - 1]
+
+    def clarifications(self, levels: Iterable[int] | None = None) -> tuple[Clarification, ...]:
+        """The clarifications of the given levels (all levels: None), in order."""
+        wanted = None if levels is None else set(levels)
+        return tuple(c for section in self.levels if wanted is None or section.number in wanted
+                     for c in section.clarifications)
 
 
 @dataclass
@@ -112,18 +174,27 @@ def parse_statement(text: str, where: str = "README.md") -> Statement:
               for h, nxt in zip(sections, sections[1:] + [None])]
     tagline = _body(lines, title_heading.line_no, sections[0].line_no - 1 if sections else len(lines))
     reader = _SectionReader(where, sections, bodies)
-
-    interview = reader.expect(INTERVIEW, after="'# <title>'")
-    levels = reader.levels()
-    worked = reader.expect(WORKED_EXAMPLE, after=f"'{levels[-1].heading}'")
-    constraints = reader.expect(CONSTRAINTS, after=f"'## {WORKED_EXAMPLE}'")
-    followups = reader.expect(FOLLOWUPS, after=f"'## {CONSTRAINTS}'")
+    if sections and sections[0].text == INTERVIEW:  # the first skeleton
+        interview = reader.expect(INTERVIEW, after="'# <title>'")
+        levels = reader.levels(layered=False)
+        worked = reader.expect(WORKED_EXAMPLE, after=f"'{levels[-1].heading}'")
+        constraints = reader.expect(CONSTRAINTS, after=f"'## {WORKED_EXAMPLE}'")
+        followups = reader.expect(FOLLOWUPS, after=f"'## {CONSTRAINTS}'")
+        reader.expect_end()
+        return Statement(
+            where=where, title=title_heading.text, tagline=tagline, interview=interview, levels=levels,
+            worked_example=_parts(worked, len(levels), where, WORKED_EXAMPLE),
+            constraints=_parts(constraints, len(levels), where, CONSTRAINTS),
+            followups=_questions(followups, where))
+    levels = reader.levels(layered=True)
+    followups = reader.expect(FOLLOWUPS, after=f"'{levels[-1].heading}'")
     reader.expect_end()
-    return Statement(
-        where=where, title=title_heading.text, tagline=tagline, interview=interview, levels=levels,
-        worked_example=_parts(worked, len(levels), where, WORKED_EXAMPLE),
-        constraints=_parts(constraints, len(levels), where, CONSTRAINTS),
-        followups=_questions(followups, where))
+    ids = [c.id for section in levels for c in section.clarifications]
+    if repeated := sorted({i for i in ids if ids.count(i) > 1}):
+        raise StatementError(f"{where}: the clarification id `{repeated[0]}` is used twice",
+                             hint="give every clarification of the kata an id of its own")
+    return Statement(where=where, title=title_heading.text, tagline=tagline, levels=levels,
+                     followups=_questions(followups, where))
 
 
 def load_statement(kata: Kata) -> Statement:
@@ -164,7 +235,7 @@ class _SectionReader:
                                  f"{after}, found '## {heading.text}'", hint=_SKELETON_HINT)
         return self._take(heading)
 
-    def levels(self) -> tuple[LevelSection, ...]:
+    def levels(self, layered: bool) -> tuple[LevelSection, ...]:
         levels: list[LevelSection] = []
         while (heading := self._peek()) is not None and heading.text.startswith("Level"):
             number = len(levels) + 1
@@ -177,11 +248,16 @@ class _SectionReader:
             if int(match.group(1)) != number:
                 raise StatementError(f"{self.where}: line {heading.line_no}: '## {heading.text}' is out of "
                                      f"order: expected level {number} here", hint="number the levels 1, 2, ... in order")
-            levels.append(LevelSection(number, match.group(2), int(match.group(3)), self._take(heading)))
+            name, minutes, body = match.group(2), int(match.group(3)), self._take(heading)
+            if layered:
+                levels.append(_layered_level(number, name, minutes, body, self.where, heading))
+            else:
+                levels.append(LevelSection(number, name, minutes, ask=body, spec=body))
         if not levels:
             found = f", found '## {heading.text}' (line {heading.line_no})" if heading else ""
+            after = f"'## {INTERVIEW}'" if not layered else "the title"
             raise StatementError(f"{self.where}: the heading '## Level 1 — <name> (~<minutes> min)' is "
-                                 f"missing (expected after '## {INTERVIEW}'){found}", hint=_SKELETON_HINT)
+                                 f"missing (expected after {after}){found}", hint=_SKELETON_HINT)
         return tuple(levels)
 
     def expect_end(self) -> None:
@@ -197,8 +273,72 @@ class _SectionReader:
         return body
 
 
-_SKELETON_HINT = (f"the sections are, in order: '## {INTERVIEW}', '{LEVEL_FORMAT}' for each level, "
-                  f"'## {WORKED_EXAMPLE}', '## {CONSTRAINTS}', '## {FOLLOWUPS}'")
+_SKELETON_HINT = (f"the sections are, in order: '{LEVEL_FORMAT}' for each level (each with "
+                  f"'### {ASK}', '### {CLARIFICATIONS}', '### {SPEC}'), then '## {FOLLOWUPS}'")
+
+
+def _layered_level(number: int, name: str, minutes: int, body: str, where: str,
+                   heading: _Heading) -> LevelSection:
+    """A level section of the layered skeleton: its three '### ' layers, in order."""
+    layers: list[tuple[str, list[str]]] = []
+    fence: str | None = None
+    for line in body.splitlines():
+        if match := _FENCE.match(line):
+            marker = match.group(1)
+            fence = None if fence == marker else (fence or marker)
+        elif fence is None and (sub := _LAYER_HEADING.match(line)):
+            layers.append((sub.group(1), []))
+            continue
+        if not layers:
+            if line.strip():
+                raise StatementError(f"{where}: '{heading.text}' (line {heading.line_no}) must start with "
+                                     f"'### {ASK}'", hint=_SKELETON_HINT)
+            continue
+        layers[-1][1].append(line)
+    names = [layer for layer, _ in layers]
+    if names != list(LAYERS):
+        raise StatementError(f"{where}: '{heading.text}' (line {heading.line_no}) has the parts "
+                             f"{names}, not {list(LAYERS)}", hint=_SKELETON_HINT)
+    texts = {layer: "\n".join(lines).strip("\n").rstrip() for layer, lines in layers}
+    for layer, text in texts.items():
+        if not text:
+            raise StatementError(f"{where}: '{heading.text}' has an empty '### {layer}'", hint=_SKELETON_HINT)
+    return LevelSection(number, name, minutes, ask=texts[ASK],
+                        clarifications=_clarifications(texts[CLARIFICATIONS], number, where),
+                        spec=texts[SPEC])
+
+
+def _clarifications(text: str, level: int, where: str) -> tuple[Clarification, ...]:
+    """The items of a '### Clarifications' list (see the module docstring)."""
+    items: list[list[str]] = []
+    for line in text.splitlines():
+        if _LIST_ITEM.match(line):
+            items.append([line])
+        elif items and (line.startswith((" ", "\t")) or not line.strip()):
+            items[-1].append(line)
+        else:
+            raise StatementError(f"{where}: level {level}'s clarifications must be a list; found "
+                                 f"'{line.strip()[:60]}'", hint=_CLARIFICATION_HINT)
+    return tuple(_clarification(item, level, where) for item in items)
+
+
+def _clarification(lines: list[str], level: int, where: str) -> Clarification:
+    head = _CLARIFICATION.match(lines[0])
+    rest = [line.strip() for line in lines[1:]]
+    while rest and not rest[-1]:
+        rest.pop()
+    keys = _KEYS.match(rest[-1]) if rest else None
+    if head is None or keys is None or len(rest) < 2:
+        raise StatementError(f"{where}: level {level}: the clarification '{lines[0].strip()[:70]}' is "
+                             "not '- **Question?** `id`', its answer, then 'Keys: ...'",
+                             hint=_CLARIFICATION_HINT)
+    answer = "\n".join(rest[:-1]).strip()
+    return Clarification(id=head.group("id"), level=level, question=head.group("question").strip(),
+                         answer=answer, keys=tuple(k.strip() for k in keys.group("keys").split(",") if k.strip()))
+
+
+_CLARIFICATION_HINT = ("write each as '- **The question?** `an-id`', the answer on the indented lines "
+                       "below it, and last an indented line 'Keys: word, other words'")
 
 
 def _headings(lines: list[str]) -> list[_Heading]:
@@ -288,24 +428,29 @@ def later_names(statement: Statement, levels: Iterable[int]) -> frozenset[str]:
     return frozenset(declared_names(s for s in statement.levels if s.number not in wanted) - inside)
 
 
-def render(kata: Kata, levels_shown: int | Iterable[int] | None = None) -> str:
+def render(kata: Kata, levels_shown: int | Iterable[int] | None = None, *, clarifications: bool = True,
+           spec_levels: Iterable[int] = ()) -> str:
     """The statement's markdown with only the given levels: a number n shows levels 1..n, a
-    collection shows those levels; None shows them all. Level sub-sections of the worked
-    example and the constraints follow their level; the follow-up questions come only with
-    every level (they are asked at the end)."""
+    collection shows those levels; None shows them all. Of each level: its Ask; its
+    clarifications unless `clarifications` is false (a mock: they come through `kata ask`);
+    its Spec only for the levels in `spec_levels` (passed, or asked for). The follow-up
+    questions come only with every level (they are asked at the end)."""
     statement = load_statement(kata)
     shown = _levels_shown(levels_shown, len(statement.levels))
-    return render_statement(statement, shown)
+    return render_statement(statement, shown, clarifications=clarifications, spec_levels=frozenset(spec_levels))
 
 
-def render_statement(statement: Statement, shown: frozenset[int]) -> str:
+def render_statement(statement: Statement, shown: frozenset[int], *, clarifications: bool = True,
+                     spec_levels: frozenset[int] = frozenset()) -> str:
     blocks = [f"# {statement.title}"]
     if statement.tagline:
         blocks.append(statement.tagline)
-    blocks += [f"## {INTERVIEW}", statement.interview]
+    if not statement.layered:
+        blocks += [f"## {INTERVIEW}", statement.interview]
     for section in statement.levels:
         if section.number in shown:
-            blocks += [section.heading, section.body]
+            blocks += render_level_parts(section, clarifications=clarifications and statement.layered,
+                                         spec=statement.layered and section.number in spec_levels)
     hidden = [lv.number for lv in statement.levels if lv.number not in shown]
     if hidden:
         blocks.append(f"*The interviewer adds level {hidden[0]} when the levels above pass.*")
@@ -316,6 +461,22 @@ def render_statement(statement: Statement, shown: frozenset[int]) -> str:
     if not hidden:
         blocks += [f"## {FOLLOWUPS}", "\n".join(f"- {q}" for q in statement.followups)]
     return "\n\n".join(blocks) + "\n"
+
+
+def render_level_parts(section: LevelSection, *, clarifications: bool, spec: bool) -> list[str]:
+    """One level as markdown blocks: its heading and Ask, then the layers asked for."""
+    blocks = [section.heading, section.ask]
+    if clarifications and section.clarifications:
+        blocks += [f"### {CLARIFICATIONS}", render_clarifications(section.clarifications)]
+    if spec:
+        blocks += [f"### {SPEC}", section.spec]
+    return blocks
+
+
+def render_clarifications(items: Iterable[Clarification]) -> str:
+    """Each question in bold with its answer under it (ids and keys are the matcher's)."""
+    return "\n".join(f"- **{c.question}**\n" + "\n".join(f"  {line}" if line else "" for line in c.answer.splitlines())
+                     for c in items)
 
 
 def _levels_shown(levels_shown: int | Iterable[int] | None, num_levels: int) -> frozenset[int]:

@@ -38,6 +38,19 @@ def kata_home() -> Path:
     return Path(platformdirs.user_data_dir("kata", appauthor=False))
 
 
+@dataclass(frozen=True)
+class Event:
+    """One row of `events` (see record_event)."""
+
+    id: int
+    session_id: int | None
+    kata: str
+    at: float
+    kind: str
+    level: int | None
+    data: dict[str, Any]
+
+
 @dataclass
 class Session:
     id: int
@@ -377,6 +390,31 @@ class Store:
         with self.transaction() as conn:
             conn.execute("INSERT INTO reveals (session_id, kata, revealed_at) VALUES (?, ?, ?)",
                          (session_id, kata, clock.now()))
+
+    # ------------------------------------------------------------------ events
+
+    def record_event(self, kata: str, kind: str, session_id: int | None, *, level: int | None = None,
+                     data: dict[str, Any] | None = None) -> int:
+        """Something that happened besides grades and hints (see store_schema, version 3):
+        `kind` says what ('ask', 'spec', 'nudge', 'followup'), `data` the rest, as JSON."""
+        with self.transaction() as conn:
+            cur = conn.execute("INSERT INTO events (session_id, kata, at, kind, level, data) VALUES (?, ?, ?, ?, ?, ?)",
+                               (session_id, kata, clock.now(), kind, level, json.dumps(data or {})))
+            return int(cur.lastrowid)
+
+    def events(self, kata: str, *, session_id: int | None = None, kind: str | None = None,
+               since: float = 0.0) -> list[Event]:
+        """The events of `kata` (of one session, of one kind, from `since`), oldest first."""
+        sql, args = "SELECT id, session_id, kata, at, kind, level, data FROM events WHERE kata = ? AND at >= ?", [kata, since]
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            args.append(session_id)
+        if kind is not None:
+            sql += " AND kind = ?"
+            args.append(kind)
+        rows = self.conn.execute(sql + " ORDER BY at, id", args).fetchall()
+        return [Event(id=r[0], session_id=r[1], kata=r[2], at=float(r[3]), kind=r[4], level=r[5],
+                      data=json.loads(r[6] or "{}")) for r in rows]
 
     def record_homework(self, homework_id: str, path: Path, sha256: str, title: str) -> None:
         with self.transaction() as conn:

@@ -6,13 +6,16 @@ levels one at a time), ends for a reason (every level passed, stopped, time ran 
 and keeps a clock per level (`session_levels`: when it was revealed, and the first grade that
 passed it). `checks` remembers which levels the visible examples passed (for `kata hint`);
 `mocks` holds a mock's follow-up questions, the candidate's answers, self-marks and debrief.
+Version 3: `events`, what happened in a session besides grades and hints, in order: a
+clarification asked (`kata ask`), a level's Spec opened, a nudge, a follow-up scored; a
+mock's timeline and debrief read them.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = """
 CREATE TABLE sessions (
@@ -122,6 +125,21 @@ CREATE TABLE mocks (
 """
 
 
+_V3 = """
+CREATE TABLE events (
+    id INTEGER PRIMARY KEY,
+    session_id INTEGER REFERENCES sessions (id),   -- NULL: outside a session
+    kata TEXT NOT NULL,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,               -- 'ask', 'spec', 'nudge', 'followup', ... (grader/store.py)
+    level INTEGER,                    -- the level it concerns, when it concerns one
+    data TEXT NOT NULL DEFAULT '{}'   -- JSON: what the kind records
+);
+CREATE INDEX events_session ON events (session_id, at);
+CREATE INDEX events_kata ON events (kata, kind, at);
+"""
+
+
 def migrate(conn: sqlite3.Connection, version: int) -> None:
     """Bring a database at `version` (0: empty) to SCHEMA_VERSION, inside the caller's
     transaction (foreign keys off: the sessions table is rebuilt under its references)."""
@@ -130,6 +148,9 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
         version = 1
     if version == 1:
         _run(conn, _V2)
+        version = 2
+    if version == 2:
+        _run(conn, _V3)
     problems = conn.execute("PRAGMA foreign_key_check").fetchall()
     if problems:
         raise sqlite3.DatabaseError(f"foreign keys broken by the migration: {problems[:3]}")

@@ -58,6 +58,34 @@ def _check_rule_maps(kata, levels_by_test):
             for name in ([tests] if isinstance(tests, str) else tests):
                 assert levels_by_test.get(name) == level.level, (
                     f"{path}: RULES[{rule!r}] names {name}, not a level-{level.level} test of the suite")
+        statement = load_statement(kata)
+        if statement.layered:
+            _check_settled_by(path, tree, mapping, statement, level.level)
+
+
+def _literal(tree: ast.Module, name: str):
+    node = next((n for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign)) and any(
+        isinstance(t, ast.Name) and t.id == name
+        for t in (n.targets if isinstance(n, ast.Assign) else [n.target]))), None)
+    return None if node is None or node.value is None else ast.literal_eval(node.value)
+
+
+def _check_settled_by(path, tree, rules, statement, level):
+    """Every rule of the level's RULES map is settled by the Ask or by a clarification of
+    this level or an earlier one (SETTLED_BY), and its details (DETAILS) are rules of it."""
+    settled = _literal(tree, "SETTLED_BY")
+    assert isinstance(settled, dict), f"{path} defines no SETTLED_BY map beside RULES"
+    assert set(settled) == set(rules), (f"{path}: SETTLED_BY must name exactly RULES's rules; missing "
+                                        f"{sorted(set(rules) - set(settled))}, unknown {sorted(set(settled) - set(rules))}")
+    known = {c.id for c in statement.clarifications(range(1, level + 1))}
+    for rule, by in settled.items():
+        ids = [by] if isinstance(by, str) else list(by)
+        assert ids and all(i == "ask" or i in known for i in ids), (
+            f"{path}: SETTLED_BY[{rule!r}] = {by!r}: each is 'ask' or the id of a clarification of "
+            f"level {level} or earlier ({sorted(known)})")
+    details = _literal(tree, "DETAILS")
+    assert isinstance(details, (set, dict)), f"{path} defines no DETAILS set beside RULES (set() for none)"
+    assert set(details) <= set(rules), f"{path}: DETAILS names rules RULES lacks: {sorted(set(details) - set(rules))}"
 
 
 @pytest.mark.parametrize("kata", KATAS, ids=IDS)
@@ -153,20 +181,22 @@ def test_a_mock_statement_never_shows_a_later_level(kata):
     """render(kata, k) holds levels 1..k only: no later level's heading or name, and none of
     the functions, classes or defaulted parameters a later level's API introduces."""
     statement = load_statement(kata)
-    full = render(kata)
-    assert parse_statement(full, statement.where) == statement, "render(kata) must round-trip"
+    if not statement.layered:
+        assert parse_statement(render(kata), statement.where) == statement, "render(kata) must round-trip"
     introduced, seen = {}, set()
     for level in statement.levels:
         introduced[level.number] = _declared_api(level.body) - seen
         seen |= _declared_api(level.body, with_every_parameter=True)
     for shown in range(1, len(statement.levels)):  # a mock always shows level 1
-        text = render(kata, shown)
+        text = render(kata, shown, clarifications=False)  # what a mock shows: the Asks so far
         body = text.split("\n", 1)[1]  # the title names the whole kata, as `kata list` does
         for level in statement.levels:
             if level.number <= shown:
-                assert level.heading in text and level.body in text
+                assert level.heading in text and level.ask in text
                 continue
             assert f"## Level {level.number}" not in text
+            for clarification in level.clarifications:
+                assert clarification.answer not in text
             assert level.name.lower() not in body.lower(), (
                 f"render({kata.slug!r}, {shown}) names level {level.number} ({level.name!r})")
             leaked = sorted(n for n in introduced[level.number] if re.search(rf"(?<![.\w]){n}\b", body))

@@ -88,8 +88,9 @@ def test_a_statement_is_parsed_into_its_parts():
 
 @pytest.mark.parametrize("mutate,message", [
     (lambda t: t.replace("# Toy kata\n", "Toy kata\n", 1), "must start with '# <title>'"),
-    (lambda t: _without(t, "## The interview"), "line 5: expected '## The interview' after '# <title>', "
-                                                "found '## Level 1 — Add two numbers (~30 min)'"),
+    # Without the framing it reads as the layered skeleton, whose levels start with their Ask.
+    (lambda t: _without(t, "## The interview"), "'Level 1 — Add two numbers (~30 min)' (line 5) must "
+                                                "start with '### Ask'"),
     (lambda t: _without(t, "## Constraints"), "expected '## Constraints' after '## Worked example', "
                                               "found '## Follow-up questions'"),
     (lambda t: _without(t, "## Follow-up questions"), "the heading '## Follow-up questions' is missing "
@@ -164,3 +165,107 @@ def test_render_shows_only_the_given_levels(paged_kv_copy):
 def test_render_rejects_levels_the_kata_lacks(paged_kv_copy, levels):
     with pytest.raises(ValueError, match="levels? .*1..3"):
         render(load_kata(paged_kv_copy), levels)
+
+
+LAYERED = """\
+# Toy kata
+
+*75 minutes · easy · two levels*
+
+## Level 1 — Add two numbers (~30 min)
+
+### Ask
+
+> "Write `add` for me."
+
+```python
+def add(a: int, b: int) -> int
+### not a layer: this is inside a code block
+```
+
+### Clarifications
+
+- **What about floats?** `floats`
+  Integers only.
+  Keys: float, integer, int
+- **Should it check its argument types?** `types`
+  No: `add("a", "b")` is the caller's problem,
+  whatever it returns.
+  Keys: type, check, validate
+
+### Spec
+
+- Return `a + b`; `add(1, 2) == 3`.
+
+## Level 2 — Add many numbers (~45 min)
+
+### Ask
+
+> "Now `add_all`."
+
+```python
+def add_all(xs: list[int]) -> int
+```
+
+### Clarifications
+
+- **And the empty list?** `empty`
+  0.
+  Keys: empty, no numbers
+
+### Spec
+
+- O(n); `add_all([1, 2, 3]) == 6`; `add_all([]) == 0` (a detail).
+
+## Follow-up questions
+
+- Why is addition commutative?
+"""
+
+
+def test_a_layered_statement_gives_each_level_its_ask_clarifications_and_spec():
+    statement = parse_statement(LAYERED, "katas/toy/README.md")
+    assert statement.layered and [lv.name for lv in statement.levels] == ["Add two numbers", "Add many numbers"]
+    one = statement.level(1)
+    assert one.ask.startswith('> "Write `add` for me."') and "### not a layer" in one.ask
+    assert one.spec == "- Return `a + b`; `add(1, 2) == 3`."
+    floats, types = one.clarifications
+    assert (floats.id, floats.level, floats.question, floats.answer, floats.keys) == (
+        "floats", 1, "What about floats?", "Integers only.", ("float", "integer", "int"))
+    assert types.answer == "No: `add(\"a\", \"b\")` is the caller's problem,\nwhatever it returns."
+    assert [c.id for c in statement.clarifications()] == ["floats", "types", "empty"]
+    assert [c.id for c in statement.clarifications([2])] == ["empty"]
+    assert statement.followups == ("Why is addition commutative?",)
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda t: t.replace("### Clarifications\n\n- **And", "### Notes\n\n- **And"),
+     "has the parts ['Ask', 'Notes', 'Spec'], not ['Ask', 'Clarifications', 'Spec']"),
+    (lambda t: t.replace("- O(n); `add_all([1, 2, 3]) == 6`; `add_all([]) == 0` (a detail).\n", ""),
+     "'Level 2 — Add many numbers (~45 min)' has an empty '### Spec'"),
+    (lambda t: t.replace("  Keys: empty, no numbers\n", ""), "the clarification '- **And the empty list?** "
+                                                              "`empty`' is not"),
+    (lambda t: t.replace("**What about floats?** `floats`", "**What about floats** `floats`"), "is not"),
+    (lambda t: t.replace("`empty`", "`floats`"), "the clarification id `floats` is used twice"),
+    (lambda t: t.replace("- **And the empty list?** `empty`", "And the empty list?"),
+     "level 2's clarifications must be a list; found 'And the empty list?'"),
+])
+def test_a_malformed_layered_statement_says_what_and_where(mutate, message):
+    with pytest.raises(StatementError) as excinfo:
+        parse_statement(mutate(LAYERED), "katas/toy/README.md")
+    assert message in excinfo.value.message
+
+
+def test_the_views_of_a_layered_statement():
+    from grader.statement import render_statement
+
+    statement = parse_statement(LAYERED, "katas/toy/README.md")
+    mock = render_statement(statement, frozenset({1}), clarifications=False)
+    assert "Write `add`" in mock and "What about floats" not in mock and "Return `a + b`" not in mock
+    assert "add_all" not in mock and "Why is addition" not in mock
+    practice = render_statement(statement, frozenset({1, 2}))
+    assert "**What about floats?**" in practice and "  Integers only." in practice
+    assert "Keys:" not in practice and "`floats`" not in practice  # the matcher's, not the reader's
+    assert "### Spec" not in practice and "Why is addition commutative?" in practice
+    passed_one = render_statement(statement, frozenset({1, 2}), spec_levels=frozenset({1}))
+    assert "Return `a + b`" in passed_one and "`add_all([]) == 0`" not in passed_one

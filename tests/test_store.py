@@ -132,3 +132,18 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
         assert len(store.attempts("k")) == 200
         assert store.hints_shown("k", None) == 200
         assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_events_are_recorded_in_order_and_read_by_session_and_kind(tmp_path, monkeypatch):
+    """Version 3's events: what happened in a session besides grades and hints (an ask, a
+    Spec opened), in order, with its level and data; a version-2 database gains the table."""
+    monkeypatch.setenv("KATA_HOME", str(tmp_path))
+    with Store() as store:
+        session = store.start_session("k", tmp_path / "k.py", 75, levels=[(1, 30), (2, 45)], mode="mock")
+        store.record_event("k", "ask", session.id, level=1, data={"question": "floats?", "answer": "no"})
+        store.record_event("k", "spec", session.id, level=2)
+        store.record_event("k", "ask", None, data={"question": "outside"})
+        events = store.events("k", session_id=session.id)
+        assert [(e.kind, e.level) for e in events] == [("ask", 1), ("spec", 2)]
+        assert events[0].data == {"question": "floats?", "answer": "no"} and events[0].at <= events[1].at
+        assert [e.data["question"] for e in store.events("k", kind="ask")] == ["floats?", "outside"]

@@ -123,7 +123,7 @@ def _start(store: Store, cat: Catalog, slug: str | None, minutes: int | None, as
         if stale.status == "ended" and store.mock(stale.id).debrief is None:
             store.update_mock(stale.id, debrief=build_debrief(store, stale, kata, cat), finished_at=clock.now())
     session = begin(kata, store, minutes or kata.minutes, force=True, mode="mock")
-    statement = render(kata, 1)
+    statement = render(kata, 1, clarifications=False)  # the Ask; clarifications come through `kata ask`
     levels = pacing(level_clocks(store, session, kata), clock.now(), _names(kata))
     if as_json:
         output.print_json({"kata": kata.slug, "session_id": session.id, "why": reason,

@@ -18,10 +18,10 @@ def show(slug: OptionalSlugArg = None) -> None:
     with Store() as store:
         kata, session = kata_for(slug, store, catalog())
         revealed = revealed_levels(store, expire_if_due(store, session) if session else None)
-    if revealed:
-        output.print_long(Markdown(render(kata, revealed)))
+    if revealed:  # a mock: the Asks of the revealed levels
+        output.print_long(Markdown(render(kata, revealed, clarifications=False)))
         return
-    output.print_long(Markdown(kata.statement_path.read_text(encoding="utf-8")))
+    output.print_long(Markdown(render(kata)))  # practice: every Ask and clarification
 
 
 def register(app: typer.Typer) -> None:

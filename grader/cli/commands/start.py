@@ -13,6 +13,7 @@ from grader.cli import output
 from grader.cli.common import ForceOpt, SlugArg, catalog
 from grader.errors import KataError
 from grader.mock import mock_stub
+from grader.statement import render
 from grader.store import Session, Store
 from grader.workspace import backup, differs_from_stub, solution_path, write_stub, write_support
 
@@ -35,7 +36,7 @@ def start(slug: SlugArg, minutes: MinutesOpt = None, force: ForceOpt = False,
             return
         session = begin(kata, store, minutes or kata.minutes, force=force)
     if not quiet:  # paged on a terminal; what to do next is printed after it, on screen
-        output.print_long(Markdown(kata.statement_path.read_text(encoding="utf-8")))
+        output.print_long(Markdown(render(kata)))  # practice: every Ask and clarification
     output.console.print(
         f"\n[bold green]started[/] {kata.title} ({kata.slug}): edit [bold]{escape(session.solution_path)}[/]\n"
         f"deadline {output.fmt_when(session.deadline)} ({session.minutes} min)\n"

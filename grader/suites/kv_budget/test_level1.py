@@ -34,6 +34,40 @@ RULES = {
     "ValueError: tp < 1, or tp not dividing n_heads, n_kv_heads and d_ff": "test_ledger_rejects_bad_tp",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    "param_count equals Hugging Face's LlamaForCausalLM: embedding, per layer 2 RMSNorms,"
+    ' q/k/v/o without bias, gated or plain MLP, final norm, lm_head unless tied':
+        'arch',
+    "Llama-3-8B's published config has 8,030,261,248 parameters (Llama-3-70B "
+    '70,553,706,496)':
+        'arch',
+    'each part counted once: tied lm_head not counted, plain MLP has 2 matrices, k/v use '
+    'n_kv_heads, q/o use n_heads·head_dim (not d_model)':
+        ('tied', 'head-dim'),
+    'weight_bytes per GPU = (replicated + sharded / tp) · bytes_per_param':
+        'tp-split',
+    'bytes_per_param may be fractional (0.5 for 4-bit weights): an odd parameter count '
+    'gives a fractional byte count, not rounded':
+        'fractional',
+    'tp splits heads and d_ff; embedding, lm_head and norms are replicated on every GPU':
+        'tp-split',
+    'kv_bytes_per_token = 2 · n_layers · (n_kv_heads / tp) · head_dim · bytes_per_elem':
+        'kv-count',
+    'GQA divides KV bytes by n_heads / n_kv_heads':
+        'kv-count',
+    'tp defaults to 1 (weight_bytes and kv_bytes_per_token called without it)':
+        'ask',
+    'ValueError: tp < 1, or tp not dividing n_heads, n_kv_heads and d_ff':
+        'tp-invalid',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+DETAILS = {
+    'bytes_per_param may be fractional (0.5 for 4-bit weights): an odd parameter count '
+    'gives a fractional byte count, not rounded',
+}
+
 
 @kata_test(level=1, category="correctness", weight=3,
            description="param_count equals the Llama module's parameter count (random configs)")

@@ -36,6 +36,44 @@ RULES = {
     "beyond the pool gives 0 sequences": "test_no_room_gives_zero_not_an_error",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'max_kv_tokens = floor((hbm_bytes · (1 - reserve_fraction) - weight_bytes) / '
+    'kv_bytes_per_token), an int':
+        'free-memory',
+    'with a block_size, whole blocks only: floor(free / (kv_bytes_per_token · '
+    'block_size)) · block_size':
+        'whole-blocks',
+    'reserve_fraction = 0.0 is valid: no reserve':
+        'capacity-errors',
+    'max_concurrent_seqs: each sequence holds ceil(context_len / block_size) whole blocks'
+    ' (exactly context_len tokens when block_size is None)':
+        ('whole-blocks', 'unpaged'),
+    'a sequence one token past a block boundary takes a whole extra block':
+        'whole-blocks',
+    'ValueError when the weights alone do not fit; weights filling the usable HBM exactly'
+    ' leave 0 tokens':
+        'zero',
+    'defaults: tp=1, reserve_fraction=0.1, block_size None (max_kv_tokens) and 16 '
+    '(max_concurrent_seqs)':
+        'ask',
+    'ValueError: reserve_fraction outside [0, 1), block_size < 1, context_len < 1':
+        'capacity-errors',
+    'ValueError (max_kv_tokens and max_concurrent_seqs, as in level 1): tp < 1, or tp not'
+    ' dividing n_heads, n_kv_heads and d_ff':
+        'capacity-errors',
+    '0 is an answer, not an error: free bytes short of one block give 0 tokens in blocks,'
+    ' and a context_len beyond the pool gives 0 sequences':
+        'zero',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+DETAILS = {
+    '0 is an answer, not an error: free bytes short of one block give 0 tokens in blocks,'
+    ' and a context_len beyond the pool gives 0 sequences',
+    'reserve_fraction = 0.0 is valid: no reserve',
+}
+
 
 def _max_kv_tokens(solution, case, **kwargs):
     return call(solution.max_kv_tokens, make_spec(solution, case["spec"]), make_gpu(solution, case["gpu"]),

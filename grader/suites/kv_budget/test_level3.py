@@ -33,6 +33,34 @@ RULES = {
     "ValueError: batch, context_len or prompt_len < 1; tp not dividing": "test_roofline_rejects_bad_arguments",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'decode_step_time = max(bytes / hbm_bytes_per_s, flops / flops_per_s)':
+        'roofline',
+    'decode bytes = weight_bytes (every weight once) + batch · context_len · '
+    'kv_bytes_per_token':
+        'decode-bytes',
+    'decode FLOPs = batch · (2 · params per GPU + 4 · n_layers · (n_heads / tp) · '
+    'head_dim · context_len)':
+        'decode-flops',
+    'prefill_time: the weights read once; FLOPs = prompt_len · 2 · params per GPU + 4 · '
+    'n_layers · (n_heads / tp) · head_dim · prompt_len · (prompt_len + 1) / 2':
+        ('causal-prefill', 'decode-flops'),
+    'prefill attention is causal: token i (from 1) attends i keys':
+        'causal-prefill',
+    'decode time is monotone (non-decreasing) in batch and in context_len':
+        'roofline',
+    'decode turns compute-bound exactly past the analytic crossover batch':
+        'roofline',
+    'tp defaults to 1 (decode_step_time and prefill_time called without it)':
+        'ask',
+    'ValueError: batch, context_len or prompt_len < 1; tp not dividing':
+        'roofline-errors',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+DETAILS: set[str] = set()
+
 # A GPU with unlimited bandwidth shows the compute term alone, one with unlimited FLOPs the memory term.
 FAST_MEMORY, FAST_COMPUTE = 1e30, 1e30
 
