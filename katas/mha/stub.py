@@ -8,11 +8,9 @@ Level 1  attention(q, k, v, attn_mask=None, is_causal=False, scale=None)
 Level 2  MultiHeadAttention(d_model, n_heads, n_kv_heads=None, bias=False)  (GQA)
 Level 3  KVCache, and MultiHeadAttention.forward(..., kv_cache=cache) for decoding
 
-Worked example (level 1): B = H = 1, D = 1, scale = 1,
-    q = [[1.]], k = [[0.], [1.]], v = [[10.], [20.]]  ->  scores [0, 1],
-    weights softmax([0, 1]) = [0.2689, 0.7311],  output [[17.311]].
-    With is_causal=True, Tq = 1 < Tk = 2: the query is the last position, so it sees both keys
-    (same output). With attn_mask=[[True, False]] it sees key 0 only: output [[10.]].
+Example (level 1): B = H = 1, D = 1, scale = 1, q = [[1.]], k = [[0.], [1.]],
+    v = [[10.], [20.]]  ->  output [[17.311]]. With attn_mask=[[True, False]] the query sees
+    key 0 only: output [[10.]].
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from torch import Tensor, nn
 
 def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,
               is_causal: bool = False, scale: float | None = None) -> Tensor:
-    """Scaled dot-product attention: softmax(q kᵀ · scale + mask) v.
+    """Scaled dot-product attention, from scratch.
 
     Args:
         q: (B, H, Tq, D) floating.
@@ -31,11 +29,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,
         attn_mask: None, or a tensor broadcastable to (B, H, Tq, Tk), e.g. (Tq, Tk) or
             (B, 1, 1, Tk). bool: True means "this query may attend this key". Floating: added
             to the scaled scores (0 keeps a key, -inf removes it).
-        is_causal: query i may attend key j iff j <= i + (Tk - Tq): the queries are the LAST
-            Tq positions of the sequence (bottom-right alignment, as
-            torch.nn.attention.bias.causal_lower_right; NOT SDPA's top-left is_causal when
-            Tq != Tk). A single decode token (Tq = 1) sees every key.
-        scale: multiplies q kᵀ; None means 1 / sqrt(D).
+        is_causal: each query attends only the keys at or before its position; the queries
+            are the LAST Tq positions of the key sequence (bottom-right alignment, as
+            torch.nn.attention.bias.causal_lower_right, not SDPA's top-left is_causal).
+        scale: multiplies q kᵀ; None means the standard default for head dim D (0.0 is a
+            scale, not "not given").
 
     Returns:
         (B, H, Tq, Dv), dtype of q. Inputs are not modified.
@@ -44,9 +42,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,
         - A query row with no key it may attend (all False in a bool mask, all -inf in a float
           mask, or cut entirely by the causal rule when Tq > Tk) outputs zeros, never NaN.
         - Stable for large logits (scores of 1e4 and more give finite outputs).
-        - float16 / bfloat16 inputs: compute the scores q kᵀ and the softmax in float32
-          (half-precision scores overflow above 65504 and round coarsely); return the input
-          dtype.
+        - float16 / bfloat16 inputs: the whole score path (q kᵀ, scale, a float mask, the
+          softmax) in float32; return the input dtype.
 
     Raises:
         ValueError: both attn_mask and is_causal=True; a mask neither bool nor floating;
@@ -99,8 +96,8 @@ class MultiHeadAttention(nn.Module):
         v_proj: Linear(d_model, n_kv_heads * head_dim, bias=bias)
         o_proj: Linear(n_heads * head_dim, d_model, bias=bias)
     Projection outputs are split head-major: features [h * head_dim, (h + 1) * head_dim)
-    belong to head h. n_kv_heads defaults to n_heads. Query head h reads key/value head
-    h // (n_heads // n_kv_heads), i.e. KV heads repeated with repeat_interleave, not repeat.
+    belong to head h. n_kv_heads defaults to n_heads. Consecutive query heads share a KV
+    head: with 8 query heads and 2 KV heads, heads 0-3 read KV head 0, heads 4-7 KV head 1.
 
     Raises:
         ValueError: d_model % n_heads != 0 or n_heads % n_kv_heads != 0.

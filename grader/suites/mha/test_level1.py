@@ -68,6 +68,75 @@ RULES = {
     "no Python loop over batch, heads or time": "test_attention_has_no_python_loop",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'attention is softmax(q kᵀ · scale + mask) v, the softmax over the keys; output (B, '
+    'H, Tq, Dv)':
+        'ask',
+    "scale multiplies q kᵀ: any float, 0.0 (falsy, not 'not given') and negatives "
+    'included':
+        'default-scale',
+    'scale=None means 1 / sqrt(D), D the head dim of q and k (not Dv, not Tk)':
+        'default-scale',
+    'bool attn_mask: True = may attend; masked keys have no influence':
+        'mask-kinds',
+    'float attn_mask is added to the scaled scores (after the scale); -inf removes a key':
+        'mask-kinds',
+    'attn_mask broadcasts to (B, H, Tq, Tk) from every smaller shape, bool and float':
+        'mask-broadcast',
+    'an all-True mask equals no mask':
+        'mask-kinds',
+    'a per-row constant in a float mask changes nothing':
+        'mask-kinds',
+    'is_causal: query i sees key j iff j <= i + (Tk - Tq), bottom-right aligned for every'
+    ' Tq, Tk':
+        'causal-alignment',
+    'a row with no key to attend (all False, all -inf, causal with Tq > Tk) is zeros, '
+    'never NaN':
+        'empty-rows',
+    'stable for large logits (scores of 1e4 and more)':
+        'large-logits',
+    'fp16/bf16 inputs: scores and softmax computed in float32':
+        'half-precision',
+    'fp16/bf16 inputs: q kᵀ · scale + float mask all in float32 (neither q · scale nor a '
+    'float32 mask rounded to half first)':
+        'half-precision',
+    "the output has q's dtype, for float16, bfloat16, float32 and float64":
+        ('ask', 'half-precision'),
+    'an empty query axis (Tq = 0) gives an empty (B, H, 0, Dv) result':
+        'empty-rows',
+    'attention commutes with permuting the batch':
+        'ask',
+    'inputs (q, k, v, attn_mask) are not modified':
+        'ask',
+    'ValueError: attn_mask together with is_causal=True':
+        'causal-alignment',
+    'ValueError: a mask neither bool nor floating (int64, int32, uint8)':
+        'mask-kinds',
+    'ValueError: q, k or v not 4-D; different B or H; q/k with different D; k/v with '
+    'different Tk':
+        'shape-errors',
+    'ValueError: a mask that does not broadcast to (B, H, Tq, Tk) (wrong sizes, more '
+    'dims, a larger batch)':
+        'mask-broadcast',
+    'a rejected call leaves nothing behind: the next valid call gives the same result as '
+    'before it':
+        'shape-errors',
+    'no Python loop over batch, heads or time':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# A scale of 0.0 catches the `scale or 1/sqrt(D)` slip; Tq = 0 is an empty call; an integer
+# mask is rejected here although older PyTorch read uint8 as bool. The fp16 rule on the order
+# of the float32 casts shares its test with the core half-precision rule, so it stays core.
+DETAILS = {
+    'ValueError: a mask neither bool nor floating (int64, int32, uint8)',
+    'an empty query axis (Tq = 0) gives an empty (B, H, 0, Dv) result',
+    "scale multiplies q kᵀ: any float, 0.0 (falsy, not 'not given') and negatives "
+    'included',
+}
+
 # One query, three keys whose scores differ, so every scale gives a different output.
 SCALE_CASE = {"q": torch.tensor([[[[1.0, 0.0]]]]), "k": torch.tensor([[[[0.0, 0.0], [2.0, 0.0], [-1.0, 1.0]]]]),
               "v": torch.tensor([[[[1.0], [2.0], [4.0]]]])}

@@ -40,6 +40,38 @@ RULES = {
     "no Python loop over batch, heads or tokens": "test_mha_has_no_python_loop",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'parameters q_proj, k_proj, v_proj, o_proj (nn.Linear) of the stated shapes, '
+    'bias=bias':
+        ('ask', 'projections'),
+    'bias defaults to False (omitted: no bias parameters)':
+        'ask',
+    'n_kv_heads defaults to n_heads (omitted or None)':
+        'kv-default',
+    'head_dim = d_model // n_heads; projection features [h*head_dim, (h+1)*head_dim) are '
+    'head h; heads merge back in order':
+        'projections',
+    'query head h reads KV head h // (n_heads // n_kv_heads) (repeat_interleave, not '
+    'repeat), for every group size':
+        'kv-sharing',
+    'forward: attn_mask (bool or float) and is_causal as in attention()':
+        'forward-masks',
+    'ValueError: d_model % n_heads != 0 or n_heads % n_kv_heads != 0':
+        'head-errors',
+    'ValueError from forward for arguments attention() rejects; the module is unchanged '
+    'by it':
+        'forward-masks',
+    'one module serves calls of any batch, length and dtype (float16 to float64), in any '
+    'order':
+        'module-reuse',
+    'no Python loop over batch, heads or tokens':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+DETAILS: set[str] = set()
+
 def _config(d_model: int, n_heads: int, n_kv_heads: int | None, bias: bool = True) -> dict:
     return {"d_model": d_model, "n_heads": n_heads, "n_kv_heads": n_kv_heads, "bias": bias, "seed": 3}
 

@@ -36,6 +36,38 @@ RULES = {
     "a decode step does no work per cached token in Python": "test_decode_step_has_no_loop_over_cache",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'a new KVCache has seq_len 0, an int':
+        'cache-update',
+    'update appends along time and returns all cached (k, v), in order; seq_len counts '
+    'the tokens':
+        'cache-update',
+    "an empty chunk appends nothing; the cache keeps its tensors' dtype (float16 to "
+    'float64)':
+        'cache-update',
+    'each KVCache holds only what was passed to its own update':
+        'cache-ownership',
+    'forward(x, kv_cache=cache) projects x, appends its keys and values, attends over '
+    'everything cached; prompt then continuation with is_causal=True equals one causal '
+    'pass':
+        'cache-forward',
+    'with a cache, attn_mask covers all cached keys: (..., T, seq_len)':
+        'cache-mask',
+    'with a cache, ValueError for a mask whose key axis is not seq_len after the update '
+    '(the new tokens only, the cached tokens only, too many)':
+        'cache-mask',
+    'a module reused with a fresh cache, or without one, starts over: nothing leaks from '
+    'earlier calls':
+        'cache-ownership',
+    'a decode step does no work per cached token in Python':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# None: the empty-chunk and dtype rule shares its test with the core rules of update.
+DETAILS: set[str] = set()
+
 
 def _update(cache: Any, k_new: torch.Tensor, v_new: torch.Tensor) -> Any:
     return call(cache.update, k_new.clone(), v_new.clone(), what="KVCache.update()")
