@@ -55,6 +55,58 @@ RULES = {
         "test_eval_mode_is_deterministic_with_dropout",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    '__init__ wraps base in place (no copy)':
+        'wrap',
+    'base.weight and base.bias get requires_grad = False':
+        'frozen',
+    "only lora_A and lora_B train; their gradients are the reference's (alpha = 0.0: zero"
+    ' gradients, the update stays in the graph)':
+        'frozen',
+    'lora_A (r, in) and lora_B (out, r); state_dict names lora_A, lora_B, base.weight, '
+    'base.bias':
+        'ask',
+    "lora_A and lora_B have base.weight's dtype (float32, float64, bfloat16, float16)":
+        'ask',
+    'lora_A: kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)), both signs':
+        'init',
+    'lora_B: zeros, so the layer starts equal to base':
+        'init',
+    'scaling = alpha / r, a float (alpha = 0.0 and fractional alphas included)':
+        'scaling',
+    'ValueError when r < 1 (r = 0 included; r = 1 is valid)':
+        'ask',
+    'forward(x) = base(x) + (dropout(x) @ lora_A.T @ lora_B.T) * scaling':
+        ('ask', 'scaling', 'dropout-where'),
+    "forward: x (..., in) -> (..., out) in x's dtype, any leading dims (none, several, "
+    'empty)':
+        'ask',
+    'forward does not modify x (in train mode with dropout too)':
+        'ask',
+    'one layer serves calls of other shapes, other dtypes (after .to()) and updated '
+    'parameters':
+        'reuse',
+    "dropout acts on the adapter's input x: each element 0 or x / (1 - p); never the base"
+    ' path':
+        'dropout-where',
+    'dropout (nn.Dropout): each element dropped independently with probability p, a fresh'
+    ' mask on every call':
+        ('ask', 'dropout-where'),
+    'dropout = 1.0 (nn.Dropout semantics): every element zeroed, forward(x) = base(x) in '
+    'train mode':
+        'dropout-one',
+    'dropout only in training mode: eval() turns it off, train() back on (same layer)':
+        'dropout-where',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# dropout = 1.0 is nn.Dropout's edge (zeros, not 0 / 0): noted, not failed on.
+DETAILS = {
+    'dropout = 1.0 (nn.Dropout semantics): every element zeroed, forward(x) = base(x) in '
+    'train mode',
+}
+
 
 @kata_test(level=1, category="api contract",
            description="lora_A (r, in), lora_B (out, r), base.weight, base.bias are the "

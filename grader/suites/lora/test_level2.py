@@ -48,6 +48,43 @@ RULES = {
                                               "test_merge_unmerge_sequences_match_reference"),
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    "delta_weight() = scaling * lora_B @ lora_A, (out, in), base.weight's dtype (every "
+    'dtype)':
+        ('ask', 'scaling'),
+    'delta_weight() has rank at most r':
+        'ask',
+    'delta_weight() carries the scaling alpha / r (linear in alpha)':
+        'scaling',
+    'use_rslora=True: scaling = alpha / sqrt(r) in forward, delta_weight, merge and the '
+    'scaling attribute (r >= 2, where it differs from alpha / r)':
+        'rslora',
+    'after merge(), forward(x) equals the unmerged forward up to rounding (bf16 included)':
+        'ask',
+    'after merge(), forward(x) is base(x) only: no second update, no dropout in train '
+    'mode':
+        'merged-forward',
+    'merge(); unmerge() restores base.weight up to rounding':
+        'ask',
+    'merge() twice is a no-op; unmerge() when not merged is a no-op':
+        'merge-twice',
+    'merged is False, True after merge(), False after unmerge()':
+        'ask',
+    'the base stays frozen: base.weight keeps requires_grad = False and no autograd '
+    'history':
+        'merge-in-place',
+    'merge and unmerge change base.weight in place: the same Parameter object, never a '
+    'new one':
+        'merge-in-place',
+    'merge and unmerge use the adapter as it is now: training steps between merges; '
+    'lora_A and lora_B still train after unmerge()':
+        'train-between',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+DETAILS: set[str] = set()
+
 
 @kata_test(level=2, category="correctness",
            description="delta_weight() = scaling * lora_B @ lora_A, shape (out, in), in "
