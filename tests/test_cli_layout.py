@@ -365,3 +365,14 @@ def test_an_unimplemented_level_names_each_function_once():
     line = unimplemented_levels(card)[1]
     assert line.endswith("all 6 tests raised NotImplementedError "
                          "(in rope_inv_freq, line 60; apply_rope, line 92; RotaryEmbedding)"), line
+
+
+def test_ask(tmp_path, fixed_clock_and_zone):
+    """In a mock of kv-budget at level 1: a question answered, one of level 3 ("later"),
+    one the statement leaves open, and the topics."""
+    run(80, "mock", "kv-budget")
+    render("ask", tmp_path, "ask", "Does the output projection share weights with the token embedding?")
+    texts = render("ask-later", tmp_path, "ask", "Do memory time and compute time overlap?")
+    assert "That comes later in the interview." in texts[80]
+    render("ask-open", tmp_path, "ask", "Can I use numpy?")
+    render("ask-list", tmp_path, "ask", "--list")

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from grader.cli import output
-from grader.cli.commands import (bench, check, grade, hint, history, homework, init_cmd, list_cmd, mock,
+from grader.cli.commands import (ask, bench, check, grade, hint, history, homework, init_cmd, list_cmd, mock,
                                  notebook, progress, repro, reset, reveal, show, start, status, stop, watch)
 
 app = typer.Typer(
@@ -25,7 +25,7 @@ def root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of
     output.set_debug(debug)
 
 
-for command in (init_cmd, list_cmd, show, start, mock, status, check, watch, grade, repro, hint, stop, reveal, reset,
+for command in (init_cmd, list_cmd, show, start, mock, status, check, watch, grade, repro, hint, ask, stop, reveal, reset,
                 history, progress, notebook, bench, homework):
     command.register(app)
 
