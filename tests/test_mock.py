@@ -85,7 +85,7 @@ def test_a_full_mock_of_paged_kv_end_to_end(fake_clock, tmp_path):
 
     started = run("mock", "paged-kv")
     assert started.exit_code == 0, started.output
-    assert "Level 1 — Allocate and free (~30 min)" in started.output and "The interview" in started.output
+    assert "Level 1 — Allocate and free (~30 min)" in started.output and "PagedAttention" in started.output
     assert "Level 2" not in started.output and "level 1 ~30 min" in started.output
     assert "Level 1: write it here" in workspace_file().read_text()  # not the stub: it holds every level
     assert "def fork" not in workspace_file().read_text()

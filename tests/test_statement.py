@@ -158,7 +158,11 @@ def test_render_shows_only_the_given_levels(paged_kv_copy):
     everything = render(kata)
     assert everything == render(kata, 3) == render(kata, {3, 2, 1})
     assert "## Follow-up questions" in everything and "The interviewer adds" not in everything
-    assert parse_statement(everything, "x") == parse_statement(kata.statement_path.read_text(), "x")
+    statement = parse_statement(kata.statement_path.read_text(), "x")
+    if statement.layered:  # a view drops the layer headings: it holds every Ask, it does not round-trip
+        assert all(level.ask in everything for level in statement.levels)
+    else:
+        assert parse_statement(everything, "x") == statement
 
 
 @pytest.mark.parametrize("levels", [4, -1, [0], [1, 4]])

@@ -49,6 +49,56 @@ RULES = {
         "test_allocate_and_free_match_reference",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'ValueError: PagedKVCacheAllocator(num_blocks, block_size) with num_blocks < 1 or '
+    'block_size < 1':
+        'ask',
+    'a request holding n tokens owns exactly ceil(n / block_size) distinct blocks; '
+    'num_free_blocks counts the blocks no request holds':
+        ('ask', 'block-count'),
+    'allocate returns True when the new blocks fit, also when they take the last free '
+    'block':
+        'room',
+    'allocate returns False and changes nothing when the free blocks do not suffice; a '
+    'new request is not created':
+        'atomic',
+    'after a False allocate, the next calls behave as if it never happened':
+        'atomic',
+    'allocate(r, 0) is allowed, even on a full pool: a new request then holds no block':
+        'zero-tokens',
+    'tokens that fit in the free slots of the last block need no free block':
+        'room',
+    'ValueError: allocate with num_new_tokens < 0 (nothing changes, the id stays unknown,'
+    ' the next calls see no trace)':
+        ('ask', 'atomic'),
+    'KeyError: free, block_table, num_tokens of an unknown request (a freed one too); the'
+    ' next calls see no trace':
+        ('ask', 'reuse-id', 'atomic'),
+    'free releases all blocks of r and r is unknown afterwards':
+        'reuse-id',
+    'a freed id may be used again: it starts over from 0 tokens':
+        'reuse-id',
+    'block_table returns a new list each call':
+        'table-copy',
+    'block ids are distinct ints in range(num_blocks), and every block of the pool can be'
+    ' handed out (block 0 too)':
+        'ask',
+    'every operation is O(1) per block it touches: nothing scans the pool or the free '
+    'list':
+        'complexity',
+    'random allocate/free sequences (rejected calls, reused ids) match the reference':
+        ('ask', 'block-count', 'room', 'atomic', 'reuse-id'),
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# allocate(r, 0) on a full pool and the fresh block_table list are edges of the API; the
+# block arithmetic, atomic failure and the O(1) free list are the level.
+DETAILS = {
+    'allocate(r, 0) is allowed, even on a full pool: a new request then holds no block',
+    'block_table returns a new list each call',
+}
+
 
 @kata_test(level=1, category="api contract",
            description="PagedKVCacheAllocator raises ValueError when num_blocks or block_size is < 1")

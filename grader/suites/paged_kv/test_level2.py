@@ -41,6 +41,45 @@ RULES = {
     "random allocate/fork/free/pop_copies sequences match the reference": "test_fork_and_copy_match_reference",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    "fork: the child starts with the parent's tokens, sharing every block; it uses no "
+    'free block':
+        'ask',
+    'fork of a request holding no block gives a child holding none':
+        'fork-empty',
+    'free drops counts: a shared block is free again only when its last holder frees it':
+        'free-shared',
+    'KeyError: fork from an unknown parent, checked before the child':
+        'ask',
+    'ValueError: fork into an existing child id (fork(p, p) too)':
+        'ask',
+    'a rejected fork raises no count and creates no child: the next calls see no trace':
+        ('ask', 'atomic'),
+    "allocate(r, k > 0) first copies r's last block when it is partly filled and shared; "
+    'full shared blocks stay shared; allocate(r, 0) never copies':
+        ('when-copy', 'zero-copy'),
+    'copy-on-write works whatever the id of the shared block (block 0 too)':
+        ('ask', 'when-copy'),
+    "the copy drops the old block's count by one: with three holders, the second writer "
+    'copies too':
+        'three-holders',
+    'the copy and the new blocks fit, or False, no change and no copy recorded':
+        'cow-room',
+    'pop_copies returns the pending copies in the order they were made, then clears them':
+        'ask',
+    'several copies from the same source block before one pop_copies are all returned':
+        ('ask', 'same-source'),
+    'random allocate/fork/free/pop_copies sequences match the reference':
+        ('ask', 'when-copy', 'free-shared', 'three-holders', 'cow-room'),
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Forking an empty request is an edge; sharing, the copy rule and its counts are the level.
+DETAILS = {
+    'fork of a request holding no block gives a child holding none',
+}
+
 
 @kata_test(level=2, category="correctness", weight=2,
            description="fork shares every block, uses no free block, and blocks stay until the last holder frees")

@@ -55,6 +55,69 @@ RULES = {
     "random prompt/fork/allocate/free sequences match the reference": "test_prefix_cache_matches_reference",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'ValueError: allocate_prompt with an existing request id':
+        'ask',
+    'ValueError: allocate_prompt with an empty prompt':
+        'ask',
+    'None when the fresh blocks do not fit (nothing changes); a hit on a free cached '
+    'block no longer counts as free':
+        ('ask', 'prompt-room'),
+    'a prompt whose fresh blocks take exactly the free blocks left fits':
+        'prompt-room',
+    'a rejected prompt (ValueError or None) leaves no trace: the next prompts, '
+    'allocations and num_free_blocks are as if it never happened':
+        ('ask', 'atomic'),
+    'the request holds len(token_ids) tokens; token_ids is not modified; a cold cache '
+    'serves 0':
+        'ask',
+    'the last prompt token is never served from the cache: at most (len - 1) // '
+    'block_size blocks hit':
+        'last-token',
+    'a block hits only with the same tokens and the same whole prefix (hash chain); the '
+    'match stops at the first miss':
+        'prefix-match',
+    'full blocks filled by a prompt become cached, a full last block too':
+        'what-cached',
+    'cached blocks hit whatever their id (block 0 too)':
+        ('ask', 'prefix-match'),
+    "a hit block's count goes up and a free one leaves the free pool":
+        ('prefix-match', 'cached-free'),
+    'hit blocks leave the free pool before the fresh blocks are taken: a prompt never '
+    'evicts its own hit':
+        'prompt-room',
+    'a full block whose prefix is already cached stays plain; the existing entry stays':
+        'duplicate',
+    "'already cached' is judged after the call's fresh blocks are taken":
+        'duplicate',
+    'cached free blocks count as free; any fresh block (allocate, a copy, a prompt) '
+    'evicts one when no uncached block is free':
+        ('cached-free', 'eviction'),
+    'uncached free blocks go first, then the cached block freed longest ago':
+        'eviction',
+    'when one free() releases several cached blocks, the later ones are evicted first':
+        'free-order',
+    'a block hit again and freed again is evicted after the blocks freed before it':
+        'eviction',
+    'an evicted block leaves the cache':
+        'eviction',
+    'hit counts on a small pool follow the eviction order':
+        ('eviction', 'free-order'),
+    'random prompt/fork/allocate/free sequences match the reference':
+        ('ask', 'prefix-match', 'last-token', 'what-cached', 'cached-free', 'eviction'),
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# A block cached twice (which copy keeps the entry) and the order within one free() are
+# tie-breaks (rulings.md settles the first); the hash chain, the last-token cap, room and
+# LRU eviction are the level.
+DETAILS = {
+    "'already cached' is judged after the call's fresh blocks are taken",
+    'a full block whose prefix is already cached stays plain; the existing entry stays',
+    'when one free() releases several cached blocks, the later ones are evicted first',
+}
+
 
 @kata_test(level=3, category="correctness", weight=2,
            description="a repeated prompt hits its full blocks, except the block of the last token")
