@@ -1,17 +1,9 @@
 """Rotary position embeddings (RoPE), as Llama, GPT-NeoX and GPT-J apply them.
 
-RoPE encodes the absolute position p of a token by rotating each pair of features (a, b)
-of a query or key by the angle p * w_i, with w_i = base ** (-2i / dim):
+RoPE encodes the absolute position of a token by rotating pairs of features of a query or
+key by angles that grow with the position, one frequency per pair.
 
-    (a, b) -> (a * cos(p w_i) - b * sin(p w_i),  b * cos(p w_i) + a * sin(p w_i))
-
-A rotation keeps norms, and q rotated to m dotted with k rotated to n depends only on m - n.
-
-Worked example (D = 4, base = 10000): rope_inv_freq(4) = [1.0, 0.01]. With the rotate-half
-layout the pairs of x = [1, 2, 3, 4] are (x0, x2) = (1, 3) and (x1, x3) = (2, 4); at
-position 1 they turn by 1 rad and 0.01 rad:
-
-    apply_rope(torch.tensor([[1., 2., 3., 4.]]), torch.tensor([1]))
+Example: apply_rope(torch.tensor([[1., 2., 3., 4.]]), torch.tensor([1]))
     -> [[-1.9841, 1.9599, 2.4624, 4.0198]]
 
 Levels:
@@ -33,24 +25,18 @@ from torch import Tensor
 
 
 def rope_inv_freq(dim: int, base: float = 10000.0, scaling: dict | None = None) -> Tensor:
-    """Inverse frequencies of RoPE: (dim // 2,) float32, w_i = base ** (-2i / dim).
-
-    Compute them as Hugging Face does: 1.0 / base ** (arange(0, dim, 2) / dim), in float32.
+    """Inverse frequencies of RoPE: (dim // 2,) float32, the standard RoFormer frequencies
+    with `base` as theta, one per pair of features, computed as Hugging Face does.
 
     Level 3 adds `scaling`:
       * None: no scaling.
-      * {"type": "linear", "factor": f}: every frequency divided by f (position
-        interpolation: position p then turns like position p / f).
+      * {"type": "linear", "factor": f}: position interpolation (position f * p turns as
+        position p did without scaling).
       * {"type": "llama3", "factor": f, "low_freq_factor": lo, "high_freq_factor": hi,
         "original_max_position_embeddings": L}: the Llama 3.1 rule of Hugging Face's
-        `_compute_llama3_parameters`. With wavelength = 2 * pi / w:
-          - wavelength > L / lo (low frequencies): w / f;
-          - wavelength < L / hi (high frequencies): w, unchanged;
-          - otherwise smooth = (L / wavelength - lo) / (hi - lo) and
-            w' = (1 - smooth) * w / f + smooth * w.
-
-    Example: rope_inv_freq(4) -> tensor([1.0000, 0.0100]);
-             rope_inv_freq(4, scaling={"type": "linear", "factor": 2.0}) -> [0.5, 0.005].
+        `_compute_llama3_parameters`: by wavelength 2 * pi / w against L, short wavelengths
+        (< L / hi) kept, long ones (> L / lo) scaled as linear scaling would, a linear
+        blend in L / wavelength in between.
 
     Raises ValueError: odd dim; a scaling type other than "linear" / "llama3" (or no
     "type" key); missing keys; factor <= 0; low_freq_factor >= high_freq_factor.
@@ -72,12 +58,11 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0, *,
           * (B, T): one row per batch element; x must be (B, T, D) or (B, H, T, D), and
             the row is shared by all heads.
     base: the RoPE base (theta).
-    interleaved (level 2): False = rotate-half layout of Llama / GPT-NeoX, pairs
-        (x[i], x[i + R/2]), i.e. out = x * cos + rotate_half(x) * sin with
-        rotate_half([x1, x2]) = [-x2, x1]. True = GPT-J layout, pairs (x[2i], x[2i + 1]).
-    rotary_dim (level 2): R, default D. Only x[..., :R] is rotated, with frequencies
-        rope_inv_freq(R, base, scaling) (R is the dimension in the exponent, not D);
-        x[..., R:] passes through unchanged.
+    interleaved (level 2): False = rotate-half layout of Llama / GPT-NeoX, feature i
+        paired with feature i + D/2, turned counterclockwise. True = GPT-J layout, adjacent
+        features paired: (x[0], x[1]), (x[2], x[3]), ...
+    rotary_dim (level 2): R, default D. Only x[..., :R] is rotated, as a head of R features
+        would be; x[..., R:] passes through unchanged.
     scaling (level 3): as in rope_inv_freq.
 
     Returns a new tensor of x's shape and dtype. Angles and cos/sin are computed in
@@ -86,8 +71,8 @@ def apply_rope(x: Tensor, positions: Tensor, base: float = 10000.0, *,
     Raises ValueError: odd rotary_dim, rotary_dim > D, positions whose last dimension is
     not T.
     """
-    # TODO level 1: check positions; angles (T, D/2) or (B, T, D/2) in float32;
-    #               rotate the pairs of the rotate-half layout; cast back to x.dtype.
+    # TODO level 1: check positions; angles in float32; rotate the pairs of the
+    #               rotate-half layout; cast back to x.dtype.
     # TODO level 2: interleaved pairs; rotary_dim with pass-through features.
     raise NotImplementedError
 

@@ -38,6 +38,47 @@ RULES = {
         "test_rejects_positions_not_matching_t",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'rope_inv_freq(dim, base) is 1 / base ** (arange(0, dim, 2) / dim): (dim // 2,) '
+    'float32':
+        'frequencies',
+    'ValueError: rope_inv_freq with an odd dim':
+        ('ask', 'edge-shapes'),
+    'rotate-half layout: pair i is (x[i], x[i + D/2]), turned counterclockwise by p * w_i'
+    ' (the worked example)':
+        'pairing',
+    'positions (T,) broadcast over every leading dim of x; positions (B, T) give batch '
+    'row b its own positions, shared by all heads':
+        'positions-shape',
+    'positions are any integer tensor: int32 / int16 / int8 / uint8 too, position 0, '
+    'positions past 65504':
+        'position-dtypes',
+    'position 0 is the identity':
+        'pairing',
+    'rotations preserve norms, scores depend only on m - n, rotating by a then b is a + b':
+        ('ask', 'pairing'),
+    "float16, bfloat16, float32 and float64 inputs: output of x's shape and dtype, angles"
+    ' and cos/sin in float32':
+        ('ask', 'angle-precision'),
+    'an empty sequence (T = 0) gives an empty result':
+        'edge-shapes',
+    'x and positions are not modified':
+        'ask',
+    'ValueError: positions whose last dimension is not T, length 1 included (no '
+    'broadcasting; the next call is unaffected)':
+        'positions-shape',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Integer position dtypes are the edge Hugging Face's RoPE misses (int16 and uint8 index badly);
+# T = 0 is an empty call. Neither is what the level is about.
+DETAILS = {
+    'an empty sequence (T = 0) gives an empty result',
+    'positions are any integer tensor: int32 / int16 / int8 / uint8 too, position 0, '
+    'positions past 65504',
+}
+
 
 @kata_test(level=1, category="correctness", weight=2,
            description="rope_inv_freq(dim, base) is base ** (-2i / dim), (dim // 2,) float32")

@@ -25,6 +25,28 @@ RULES = {
     "ValueError: odd rotary_dim, rotary_dim > D (and the next call is unaffected)": "test_rejects_bad_rotary_dim",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'interleaved=True: GPT-J pairs (x[2i], x[2i + 1]), the same frequencies (the worked '
+    'example)':
+        'gptj-pairs',
+    'the two layouts agree up to the fixed permutation of features':
+        'gptj-pairs',
+    'rotary_dim=R rotates x[..., :R] with the frequencies of rope_inv_freq(R): R in the '
+    'exponent, for every even R <= D':
+        'partial-frequencies',
+    'x[..., R:] passes through unchanged, bit for bit, in every dtype':
+        'pass-through',
+    'interleaved and partial calls do not modify x or positions':
+        'ask',
+    'ValueError: odd rotary_dim, rotary_dim > D (and the next call is unaffected)':
+        'rotary-dim-errors',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# None: bit-for-bit pass-through shares its test with the core rotary_dim rule.
+DETAILS: set[str] = set()
+
 
 @kata_test(level=2, category="correctness", weight=1,
            description="the worked examples: interleaved=True and rotary_dim=2 on [1, 2, 3, 4] at position 1")

@@ -50,6 +50,63 @@ RULES = {
     "a rejected call leaves the table, and the next call, as they were": "test_rotary_embedding_after_rejected_call",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'linear scaling divides every w_i by factor (factor 1.0 and factors below 1 included)':
+        'linear-scaling',
+    'linear scaling by f at position f * p equals no scaling at p':
+        'linear-scaling',
+    "llama3: the Llama 3.1 rule of Hugging Face's _compute_llama3_parameters (the worked "
+    'example; factor 1.0 changes nothing)':
+        'llama3-bands',
+    'llama3 keeps w when the wavelength 2 pi / w < L / high_freq_factor':
+        'llama3-bands',
+    'llama3 divides w by factor when the wavelength > L / low_freq_factor, blends in '
+    'between':
+        'llama3-bands',
+    'llama3 compares the wavelength with L / low_freq_factor and L / high_freq_factor '
+    'exactly (non-integer quotients are not rounded)':
+        'llama3-thresholds',
+    "ValueError: scaling without 'type' (the empty dict included) or of another type, a "
+    'missing key, factor <= 0, low_freq_factor >= high_freq_factor (with factor 1.0 too)':
+        'scaling-errors',
+    'apply_rope and RotaryEmbedding apply every scaling (None, linear, llama3)':
+        'ask',
+    'a scaling dict is not modified and can be reused; calls with other scalings share '
+    'nothing':
+        ('ask', 'scaling-errors'),
+    'RotaryEmbedding(dim, base, scaling)(x, positions) equals apply_rope(x, positions, '
+    'base, rotary_dim=dim, scaling=scaling); D may exceed dim':
+        ('ask', 'embedding-inputs'),
+    'RotaryEmbedding takes positions as apply_rope does: any integer dtype (int32, int16,'
+    ' int8, uint8 too), (T,) or (B, T)':
+        ('embedding-inputs', 'position-dtypes'),
+    'ValueError: RotaryEmbedding called on x with D < dim':
+        'embedding-inputs',
+    'the table covers every position a call needs, a call inside it leaves it unchanged, '
+    'it never shrinks (grown, then reused)':
+        'table-growth',
+    'one RotaryEmbedding serves calls of every dtype and shape in turn (cos/sin stay '
+    'float32)':
+        'embedding-inputs',
+    'a prompt, then each new token at its own position, equals one pass':
+        'table-growth',
+    'a rejected call leaves the table, and the next call, as they were':
+        'embedding-inputs',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Unrounded thresholds only matter when L / lo or L / hi is not an integer (never in a
+# published config); integer position dtypes as in level 1; a rejected call that grew the
+# table first is an ordering slip, not a wrong cache.
+DETAILS = {
+    'RotaryEmbedding takes positions as apply_rope does: any integer dtype (int32, int16,'
+    ' int8, uint8 too), (T,) or (B, T)',
+    'a rejected call leaves the table, and the next call, as they were',
+    'llama3 compares the wavelength with L / low_freq_factor and L / high_freq_factor '
+    'exactly (non-integer quotients are not rounded)',
+}
+
 
 # ---------------------------------------------------------------------------- frequencies
 
