@@ -57,6 +57,61 @@ RULES = {
     "constraint: no Python loop": "test_policy_loss_has_no_python_loop",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'ratio = exp(logprobs - old_logprobs); per valid token max(-A * ratio, -A * '
+    'clip(ratio, 1 - eps, 1 + eps)); the token mean':
+        ('objective', 'aggregation'),
+    'the ratio at log-probs far below 0 (exp(logprobs) alone underflows), every float '
+    'dtype':
+        'extreme-logprobs',
+    "the token count of the mean is exact: no overflow past float16's 65,504":
+        'token-count',
+    'at logprobs == old_logprobs the loss is -(token mean of A)':
+        ('ask', 'aggregation'),
+    'aggregation is the token mean over the whole batch, not a mean of per-sequence means':
+        'aggregation',
+    'gradients flow to logprobs only':
+        ('ask', 'gradients'),
+    'the gradient vanishes exactly where the clipped branch is active':
+        'objective',
+    'padding may hold anything (NaN, inf, huge) and changes neither loss nor stats':
+        'padding',
+    'the gradient is exactly 0 on padding':
+        'padding',
+    'clipfrac: the fraction of valid tokens where the clipped term is strictly larger':
+        'stats',
+    'approx_kl: the token mean of 0.5 * (logprobs - old_logprobs) ** 2':
+        'stats',
+    'the loss is a 0-d tensor of logprobs.dtype, stats detached 0-d tensors; inputs '
+    'unchanged':
+        'ask',
+    'every float dtype (float32, float64, float16, bfloat16), one call after another':
+        'ask',
+    'legal edge inputs: one valid token, T = 1, rows without padding, tiny and huge '
+    'clip_eps':
+        'ask',
+    'mask: bool or 0/1 floats give the same results (drawn batches)':
+        'ask',
+    'mask: 0/1 floats of every float dtype agree, also when bfloat16 or float16 cannot '
+    'hold the token count':
+        ('ask', 'token-count'),
+    "ValueError: a shape differs from mask's, or clip_eps <= 0 (0.0 included); the next "
+    'call is unaffected':
+        'ask',
+    'constraint: no Python loop':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Token counts a float16 or bfloat16 mask cannot hold: a precision edge, noted, not failed on
+# (the bool-or-float mask rule on drawn batches stays core).
+DETAILS = {
+    'mask: 0/1 floats of every float dtype agree, also when bfloat16 or float16 cannot '
+    'hold the token count',
+    "the token count of the mean is exact: no overflow past float16's 65,504",
+}
+
 # ============================================================================ targeted
 
 

@@ -55,6 +55,54 @@ RULES = {
     "constraint: GAE has no Python loop over batch rows": "test_gae_vectorized_over_batch",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'GAE: delta_t = r_t + gamma * V_{t+1} - V_t, A_t = delta_t + gamma * lam * A_{t+1}, '
+    'backwards over valid tokens':
+        'gae-def',
+    "GAE: the value after a row's last valid token is 0 (nothing bootstrapped past the "
+    'end)':
+        'episode-end',
+    'GAE: gamma and lam anywhere in [0, 1], 0 and 1 included':
+        ('ask', 'discount-range'),
+    'GAE: (advantages, returns = advantages + values), 0 on padding, without gradient; '
+    'inputs unchanged':
+        ('ask', 'gae-def'),
+    'GAE: both outputs of rewards.dtype, for every float dtype (values may differ)':
+        'ask',
+    'GAE: padding may hold anything':
+        'padding',
+    'value loss: 0.5 * token mean of max((v - R)^2, (clip(v, old_v - eps, old_v + eps) - '
+    'R)^2)':
+        ('value-clip', 'aggregation'),
+    "value loss: clip_eps_value = 0 is a clip range of width 0, not 'no clipping'":
+        'clip-zero',
+    'value loss: gradient to values only, 0 where the clipped term is strictly larger':
+        ('ask', 'value-clip'),
+    'value loss: padding changes nothing, gradient 0 on padding':
+        'padding',
+    'value loss: a 0-d tensor of values.dtype, for every float dtype; inputs unchanged':
+        'ask',
+    "value loss: the token count of the mean is exact: no overflow past float16's 65,504":
+        'token-count',
+    'both: one valid token, T = 1, rows without padding':
+        'ask',
+    'both: a bool mask and 0/1 floats of any float dtype agree (the value loss also with '
+    'token counts bfloat16 and float16 cannot hold)':
+        ('ask', 'token-count'),
+    "ValueError: a shape differs from mask's; the next call is unaffected":
+        'ask',
+    'constraint: GAE has no Python loop over batch rows':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# clip_eps_value = 0 (a falsy but valid clip range) and token counts float16 cannot hold.
+DETAILS = {
+    "value loss: clip_eps_value = 0 is a clip range of width 0, not 'no clipping'",
+    "value loss: the token count of the mean is exact: no overflow past float16's 65,504",
+}
+
 # Not multiples of 1/8: no exact ties between the clipped and unclipped terms on the grid.
 CLIP_EPS_VALUE = st.sampled_from((0.1, 0.2, 0.3))
 

@@ -61,6 +61,69 @@ RULES = {
     "whitening fewer than 2 entries); the next call is unaffected": "test_level3_rejects_bad_input",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'KL rewards: -kl_coef * (logprobs - ref_logprobs) on valid tokens, plus scores[b] at '
+    "row b's last valid token, 0 on padding":
+        ('kl-penalty', 'score-token'),
+    'KL rewards: kl_coef = 0 leaves the scores alone; one valid token, T = 1, full rows':
+        ('kl-penalty', 'score-token'),
+    'KL rewards: no gradient':
+        'reward-grad',
+    'KL rewards: (B, T) of logprobs.dtype, for every float dtype (scores may differ)':
+        'ask',
+    'KL rewards: padding changes nothing':
+        'padding',
+    'whiten: mean and unbiased variance over the valid entries of the whole batch':
+        'whiten-stats',
+    'whiten: accurate for values far from 0 (the variance of the centred values, not sum '
+    'x^2 - n * mean^2)':
+        'whiten-precision',
+    'whiten: eps is added to the variance (0 and large eps included)':
+        'whiten-stats',
+    'whiten: shift_mean=False adds the mean back':
+        ('ask', 'whiten-stats'),
+    'whiten: padding is 0 whatever it held':
+        ('ask', 'padding'),
+    "whiten: x's dtype, for every float dtype":
+        'ask',
+    'whiten: ValueError with fewer than 2 valid entries or a mismatched mask; the next '
+    'call is unaffected':
+        'ask',
+    'ppo_loss: GAE on values.detach(), whitening when asked, total = policy + vf_coef * '
+    'value':
+        ('ask', 'gae-detach'),
+    'ppo_loss: the value targets are the returns before whitening':
+        'value-targets',
+    'ppo_loss: defaults gamma 1, lam .95, clip_eps .2, clip_eps_value .2, vf_coef .1, '
+    'whitening on':
+        'ask',
+    'ppo_loss: falsy but valid arguments (vf_coef 0, gamma 0, lam 0 or 1, no whitening, '
+    'one valid token without whitening)':
+        'falsy-args',
+    'ppo_loss: gradients reach logprobs and values only':
+        ('ask', 'gae-detach'),
+    'ppo_loss: padding changes nothing':
+        'padding',
+    'every function: a bool mask and 0/1 floats of any float dtype agree (also with token'
+    ' counts bfloat16 and float16 cannot hold)':
+        ('ask', 'token-count'),
+    'constraint: inputs are never modified, also by a rejected call':
+        'ask',
+    "ValueError: a shape differs from mask's, scores not (B,), or a part raises (clip_eps"
+    ' <= 0, whitening fewer than 2 entries); the next call is unaffected':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# A one-pass variance far from 0 (numerics) and falsy-but-valid arguments of ppo_loss.
+DETAILS = {
+    'ppo_loss: falsy but valid arguments (vf_coef 0, gamma 0, lam 0 or 1, no whitening, '
+    'one valid token without whitening)',
+    'whiten: accurate for values far from 0 (the variance of the centred values, not sum '
+    'x^2 - n * mean^2)',
+}
+
 STAT_KEYS = ("policy_loss", "value_loss", "clipfrac", "approx_kl")
 MIXED = FIXED_MASKS["three rows of 2, 1 and 3 tokens"]
 
