@@ -55,6 +55,66 @@ RULES = {
     "never runs, a duplicate does not change the original": "test_rejected_add_leaves_no_trace",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'Request(request_id, prompt_len, max_new_tokens, priority=0, arrival_time=0.0) and '
+    'Batch(prefill, decode, preempted, finished); an empty scheduler steps an empty Batch':
+        'ask',
+    'urgency is (priority, arrival_time, request_id), smallest first: lower priority '
+    'value first (0 and negative values too), then the earliest arrival (0.0 too), then '
+    'the smallest id':
+        'ask',
+    'prefill tokens + decodes in a step never exceed max_num_batched_tokens':
+        'budget',
+    'at most max_num_seqs requests run; admission continues while running < max_num_seqs':
+        'seats',
+    'a request finishing in this step still holds its seat until the step is applied':
+        'finish-seat',
+    'rule 1a: decodes first — every running request whose prompt is complete decodes '
+    'before any prefill chunk (a later but more urgent long prompt waits for the decodes)':
+        'order',
+    'rule 1a: decodes are listed in urgency order (a later but more urgent request first;'
+    ' requests tied on priority and arrival_time by smallest id, whatever the order they '
+    'were admitted in)':
+        'ask',
+    'rule 1b / rule 4: a chunk is min(remaining prompt, remaining budget), a first chunk '
+    'min(prompt_len, budget), every chunk >= 1':
+        'chunk',
+    'rule 4: waiting requests are admitted most urgent first while seats remain and '
+    'budget > 0':
+        ('order', 'seats'),
+    'a request decodes only after chunks covering its whole prompt, not in the step its '
+    'prompt completes':
+        'first-decode',
+    'a request finishes with its max_new_tokens-th decode (max_new_tokens = 1 too); '
+    'finished is in urgency order; has_unfinished() is True exactly while requests wait '
+    'or run':
+        ('ask', 'first-decode'),
+    'a batch names only live requests, each at most once':
+        'ask',
+    'the whole schedule is exact: every Batch equals the correct one':
+        ('ask', 'budget', 'seats', 'order', 'chunk', 'first-decode', 'finish-seat'),
+    'ValueError: Scheduler(...) with a count < 1, or aging_steps neither None nor >= 1':
+        'ask',
+    'ValueError: add_request with prompt_len < 1, max_new_tokens < 1, or a request that '
+    'could never fit (ceil((prompt_len + max_new_tokens) / block_size) > num_blocks; '
+    'equal fits)':
+        'add-errors',
+    'ValueError: add_request of an id seen before (waiting, running or finished)':
+        'add-errors',
+    'a rejected add_request leaves no trace: the id may be added later, the rejected '
+    'request never runs, a duplicate does not change the original':
+        'rejected-id',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# A rejected request's id used again later is an edge (rulings.md settles it); the
+# budget, the seats, the phase order and the chunk size are the level.
+DETAILS = {
+    'a rejected add_request leaves no trace: the id may be added later, the rejected '
+    'request never runs, a duplicate does not change the original',
+}
+
 LEVEL = 1
 
 

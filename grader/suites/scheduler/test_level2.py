@@ -54,6 +54,61 @@ RULES = {
     "the whole schedule is exact with a small pool": "test_batches_match_reference_with_preemption",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'a request holds ceil(slots / block_size) KV blocks; running requests never hold more'
+    ' than num_blocks':
+        'slots',
+    'a chunk or a decode runs only if its new blocks are free; a first chunk is admitted '
+    'only if its blocks are free':
+        ('slots', 'admit-memory'),
+    'rule 3: the victim is the least urgent running request (base priority, arrival, id),'
+    ' whatever the order the running requests were admitted in (a request added later '
+    'with an equal or earlier arrival_time is the more urgent)':
+        'victim',
+    'rule 3: preemption repeats until the blocks fit — two or more victims for one chunk,'
+    ' listed in preemption order; the pool is never over-committed':
+        'victim',
+    'a request finishing in this step holds its blocks until the step is applied':
+        'finish-blocks',
+    "rule 3: a victim's blocks are freed and its progress reset to zero (recompute)":
+        'recompute',
+    'rule 3: a victim goes back to waiting with its original arrival time, in its urgency'
+    ' place there: behind more urgent waiting requests, ahead of less urgent ones':
+        'recompute',
+    'rule 3: tokens a victim got this step are removed from the batch and refunded; the '
+    'retried chunk is recomputed (a refund can enlarge it)':
+        'refund',
+    'rule 3: a victim that was finishing in this step is removed from finished':
+        'refund',
+    'rule 3: if the least urgent running request is the request itself, it is preempted '
+    'and phase 1 moves on':
+        'self-preempt',
+    'rule 3: victims go one at a time, least urgent first: every less urgent running '
+    'request is preempted before the request preempts itself, even when they cannot free '
+    'enough blocks':
+        ('victim', 'self-preempt'),
+    'rule 4: nothing is admitted in a step that preempted':
+        'no-admit',
+    'rule 4: admission resumes in the next step that does not preempt':
+        'no-admit',
+    'rule 4: the first waiting request whose first chunk does not fit ends admission':
+        'admit-memory',
+    "rule 5: a finished request's blocks are free again in the next step":
+        'finish-blocks',
+    'liveness: once arrivals stop, every request finishes within N * W steps':
+        'liveness',
+    'the whole schedule is exact with a small pool':
+        ('ask', 'slots', 'victim', 'self-preempt', 'recompute', 'refund', 'no-admit', 'admit-memory', 'finish-blocks'),
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# A victim that was finishing in the very step it is preempted is an edge; block
+# accounting, the victim, recompute and the refund are the level.
+DETAILS = {
+    'rule 3: a victim that was finishing in this step is removed from finished',
+}
+
 # Trace workloads (ids q99, q98, ... in order of arrival) that force a rule on every seed.
 # q99 (priority 0) takes 2 of 3 blocks; q98 (priority 1) needs 2 and does not fit, so q97
 # (priority 2, needs 1) must not be admitted ahead of it.

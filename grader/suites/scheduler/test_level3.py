@@ -45,6 +45,48 @@ RULES = {
     "the whole schedule is exact with aborts and aging": "test_batches_match_reference_with_aborts_and_aging",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'abort drops a waiting or running request; it never runs again; an aborted id cannot '
+    'be added again (ValueError)':
+        ('ask', 'abort-id'),
+    'abort frees the KV blocks of a running request (the next step can use them)':
+        'ask',
+    'KeyError: abort of an unknown, finished or already aborted id':
+        'ask',
+    'a failed abort changes nothing: the unknown id may still be added, the next steps '
+    'are unchanged':
+        'abort-fail',
+    "aging: a waiting request's effective priority is priority - wait // aging_steps "
+    '(floor, not clamped at 0), wait counted from 0 when it was added':
+        'aging',
+    "aging: a preempted request's wait count restarts at 0 and the step it was preempted "
+    'in counts':
+        'aging-preempt',
+    'aging: a running request uses its base priority (decode order, choice of victim)':
+        'aging-running',
+    'liveness with aging: a request below a stream of urgent arrivals finishes within 4 *'
+    ' (gap + 1) * aging_steps + 8 steps':
+        'starvation',
+    'threads: add_request and abort from other threads while step() runs lose, duplicate '
+    'or half-apply nothing':
+        ('ask', 'threads'),
+    'step() costs O(n log n) in queued requests':
+        'step-cost',
+    'the whole schedule is exact with aborts and aging':
+        ('ask', 'abort-id', 'aging', 'aging-running'),
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# A failed abort's trace and a preempted request's wait count are edges (rulings.md
+# settles the second); abort, aging, the lock and the cost are the level.
+DETAILS = {
+    'a failed abort changes nothing: the unknown id may still be added, the next steps '
+    'are unchanged',
+    "aging: a preempted request's wait count restarts at 0 and the step it was preempted "
+    'in counts',
+}
+
 
 @kata_test(level=3, category="correctness", weight=3,
            description="with aborts and aging, every Batch equals the correct schedule")
