@@ -38,6 +38,45 @@ RULES = {
     "included) are unchanged by the call": ("test_inputs_are_not_modified", "test_logprobs_match_oracle"),
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'logits[:, t - 1] predicts labels[:, t]; the result sums the scored log-probs of each'
+    ' row':
+        ('ask', 'shift'),
+    'position 0 is never scored: loss_mask[:, 0] and labels[:, 0] are never read':
+        'position-zero',
+    'unscored positions may hold any label (-100, -1, V, V + 5): never gathered, no '
+    'effect':
+        'padding-ids',
+    'ValueError: a scored label outside [0, V)':
+        'ask',
+    'loss_mask is bool or 0/1 int or float; every kind gives the same result':
+        'ask',
+    "average=True divides each row's sum by its number of scored positions":
+        'ask',
+    'a row with no scored position: 0 when summing, ValueError when averaging':
+        'empty-row',
+    'float32 result with float32 math for float16/bfloat16/float32 logits; float64 for '
+    'float64':
+        'ask',
+    'stable for logits of magnitude 1e4':
+        'ask',
+    'gradients flow to logits':
+        'ask',
+    'do not modify the inputs: logits, labels and loss_mask (every kind, position 0 and '
+    'padding included) are unchanged by the call':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# The core is the shift, the mask, padding ids, dtypes and stability. Details: what position 0
+# holds (nothing predicts it; reading its mask or label is an edge), and a row with nothing
+# scored (0 when summing, ValueError when averaging).
+DETAILS = {
+    'a row with no scored position: 0 when summing, ValueError when averaging',
+    'position 0 is never scored: loss_mask[:, 0] and labels[:, 0] are never read',
+}
+
 FAST = settings(max_examples=8)
 FEW = settings(max_examples=4)
 

@@ -39,6 +39,39 @@ RULES = {
         "test_shape_mismatch_and_empty_batch_raise",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'Bradley–Terry loss = mean of -logsigmoid(chosen - rejected - margin), gradients to '
+    'both':
+        'bt-loss',
+    'margin is None, a float (0.0 is a margin of 0) or a (B,) tensor, one per pair':
+        'ask',
+    'accuracy = fraction with chosen > rejected (ties wrong, margin ignored); '
+    'mean_difference; both 0-d and detached':
+        ('ask', 'accuracy'),
+    'the Bradley–Terry loss is stable for reward differences of any size':
+        'large-gaps',
+    'sigmoid DPO: logits = (pc - pr) - (rc - rr), loss = mean of -(1 - eps) '
+    'logsigmoid(beta logits) - eps logsigmoid(-beta logits)':
+        'dpo-sigmoid',
+    "defaults: beta = 0.1, loss_type = 'sigmoid', label_smoothing = 0":
+        'ask',
+    "gradients flow to the policy log-probs only; the reference inputs' .grad stays None "
+    'or zero':
+        'ref-grad',
+    'stats chosen_rewards / rejected_rewards (B,), reward_accuracy (ties wrong) and '
+    'reward_margin (0-d), all detached':
+        ('ask', 'implicit-rewards', 'accuracy'),
+    'the DPO loss is stable for log-ratios of any size':
+        'large-gaps',
+    'ValueError: per-sequence tensors (a tensor margin too) of different shapes; an empty'
+    ' batch':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+DETAILS: set[str] = set()
+
 FAST = settings(max_examples=8)
 FEW = settings(max_examples=4)
 

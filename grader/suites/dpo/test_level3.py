@@ -25,6 +25,26 @@ RULES = {
         "test_label_smoothing_is_validated_for_every_type",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'ipo: loss = mean of (logits - 1 / (2 beta))^2':
+        'ipo',
+    'hinge: loss = mean of relu(1 - beta logits)':
+        'hinge',
+    'label_smoothing is used by the sigmoid loss only':
+        'smoothing-types',
+    'ValueError: an unknown loss_type':
+        'ask',
+    'ValueError: beta not finite or <= 0 (any loss type)':
+        'arg-ranges',
+    'ValueError: label_smoothing outside [0, 0.5), NaN included, for every loss type':
+        ('arg-ranges', 'smoothing-types'),
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# None: the level is the two variants and the argument checks its name promises.
+DETAILS: set[str] = set()
+
 FAST = settings(max_examples=8)
 FEW = settings(max_examples=4)
 VARIANT_BETAS = st.sampled_from((0.1, 0.25, 2.0))   # 1 / (2 beta) != beta / 2 for each
