@@ -1,8 +1,8 @@
 """FlashAttention in PyTorch: tiled attention with an online softmax, the split-K merge, and
 FlashDecoding over a paged KV cache.
 
-Shape legend: B batch, H query heads, H_kv key/value heads (query head h reads KV head
-h // (H // H_kv)), Tq queries, Tk keys, D head dim, S splits, NB cache blocks, BS block size,
+Shape legend: B batch, H query heads, H_kv key/value heads (consecutive query heads share a
+KV head), Tq queries, Tk keys, D head dim, S splits, NB cache blocks, BS block size,
 MB max blocks per sequence. Plain tensor operations: no scaled_dot_product_attention.
 
 Level 1  flash_attention(q, k, v, *, causal=False, scale=None, block_q=64, block_k=64)
@@ -10,11 +10,8 @@ Level 2  the same, skipping causal tiles and without K/V copies per query head;
          combine_partials(outs, lses)
 Level 3  flash_decode(q, k_cache, v_cache, block_table, seq_lens, *, num_splits, scale=None)
 
-Worked example (level 1): q = [[1]], k = [[0], [1], [2]], v = [[10], [20], [30]], scale=1,
-block_k=2 (B = H = 1, D = 1):
-    tile 1: scores [0, 1]: m = 1, l = e^-1 + 1 = 1.3679, acc = 10 e^-1 + 20 = 23.679
-    tile 2: scores [2]:    m = 2, l = 1.3679 e^-1 + 1 = 1.5032, acc = 23.679 e^-1 + 30 = 38.711
-    out = acc / l = 25.752,  lse = m + ln(l) = 2.4076
+Example (level 1): q = [[1]], k = [[0], [1], [2]], v = [[10], [20], [30]], scale=1,
+block_k=2 (B = H = 1, D = 1): out = 25.752, lse = ln(1 + e + e^2) = 2.4076.
 """
 
 from __future__ import annotations
@@ -31,8 +28,8 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
         q: (B, H, Tq, D), float16 / bfloat16 / float32 / float64.
         k: (B, H_kv, Tk, D), same dtype; H % H_kv == 0.
         v: (B, H_kv, Tk, D), same shape as k (v's last dim equals D).
-        causal: bottom-right aligned: query i may attend key j iff j <= i + (Tk - Tq).
-        scale: multiplies q kᵀ; None means 1/sqrt(D) (0.0 is a valid scale).
+        causal: bottom-right aligned: the Tq queries are the last Tq positions of the keys.
+        scale: multiplies q kᵀ; None means the standard default (0.0 is a valid scale).
         block_q, block_k: tile sizes (>= 1); tiles start at 0, the last may be partial.
 
     Returns:
@@ -42,20 +39,20 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
 
     Rules:
         - Math in float32 for half and float32 inputs (float64 inputs may use float64).
-        - Running max, running sum and rescaled accumulator per row; inputs never modified.
+        - An online softmax over key tiles; inputs never modified.
         - Memory: apart from the outputs and float32/float64 tensors of exactly an output's
           shape ((B, H, Tq, D), (B, H, Tq) or (B, H, Tq, 1)), no tensor created during the
           call holds more than B·H·(block_q·block_k + (block_q + block_k)·D) elements.
-        - Level 2: scores and values via matmuls; causal: never compute a (q-tile, k-tile)
-          pair entirely in the future, compute visible pairs at full tile size (FLOPs = sum
-          over visible pairs of 4·B·H·bq·bk·D); GQA: never copy K/V tiles per query head.
+        - Level 2: scores and values via matmuls, each tile pair once; causal: a tile pair
+          the mask hides entirely costs no FLOPs, a visible one is computed at its full tile
+          size; GQA: never copy K/V tiles per query head.
 
     Raises:
         ValueError: q, k, v not 4-D; different B; q/k with different D; k and v of different
             shapes; D < 1; block_q or block_k < 1; H % H_kv != 0.
     """
-    # TODO level 1: validate; loop over query tiles, then key tiles; update m, l, acc per row.
-    # TODO level 2: stop the key loop at the first tile in the future; fold GQA groups into rows.
+    # TODO level 1: validate; loop over query tiles, then key tiles, with an online softmax.
+    # TODO level 2: skip the tiles the causal mask hides; no K/V copies per query head.
     raise NotImplementedError
 
 
@@ -69,8 +66,8 @@ def combine_partials(outs: Tensor, lses: Tensor) -> tuple[Tensor, Tensor]:
 
     Returns:
         (out (B, H, D), lse (B, H)) in the dtypes of outs and lses: the exact attention over
-        the union, lse = log(sum_s exp(lse_s)), out = sum_s exp(lse_s - lse) * out_s. All
-        splits -inf: out 0, lse -inf. Stable for |lse| up to 1e4.
+        the union of the splits' keys. All splits -inf: out 0, lse -inf. Stable for |lse| up
+        to 1e4.
 
     Raises:
         ValueError: S < 1, outs not 4-D, lses not 3-D, or outs.shape[:3] != lses.shape.
@@ -111,6 +108,6 @@ def flash_decode(q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tenso
             [0, MB * BS]; num_splits < 1; q not 3-D or caches not 4-D; caches of different
             shapes; q and caches with different D; D < 1; H % H_kv != 0.
     """
-    # TODO level 3: gather keys through the table, mask what the sequence does not own,
+    # TODO level 3: read each sequence's keys through the table, ignore what it does not own,
     # reduce each split range to (out, lse), then call combine_partials once.
     raise NotImplementedError

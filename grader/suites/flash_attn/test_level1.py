@@ -39,6 +39,41 @@ RULES = {
     "ValueError: bad shapes or dims, D < 1, block sizes < 1, H % H_kv != 0": "test_rejects_bad_arguments",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'out equals softmax(q kᵀ · scale) v (as scaled_dot_product_attention) for any shapes '
+    'and tile sizes':
+        'ask',
+    'lse (B, H, Tq) float32 is the natural log of the sum of exp of the scaled scores a '
+    'row may attend':
+        ('ask', 'lse-definition'),
+    'causal is bottom-right aligned: query i may attend key j iff j <= i + (Tk - Tq)':
+        'causal-alignment',
+    'a row with nothing to attend (causal with Tq > Tk, or Tk = 0) has out 0 and lse '
+    '-inf, never NaN':
+        'empty-rows',
+    'scale None means 1/sqrt(D); an explicit 0.0 is a valid scale':
+        'default-scale',
+    'query head h reads KV head h // (H // H_kv)':
+        'gqa-heads',
+    'running max: scores of 1e4 in float32 give finite, exact results':
+        'large-scores',
+    'half inputs: math in float32 (scores, softmax weights, the weighted sum of values), '
+    "out in q's dtype, lse float32":
+        'half-math',
+    'inputs are never modified':
+        'ask',
+    'memory: no new storage beyond the outputs and float32/float64 accumulators of their '
+    'shapes holds more than B·H·(block_q·block_k + (block_q + block_k)·D) elements':
+        ('ask', 'memory-rule'),
+    'ValueError: bad shapes or dims, D < 1, block sizes < 1, H % H_kv != 0':
+        'tile-errors',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# None: the default scale and an explicit 0.0 share one test, and the default is core.
+DETAILS: set[str] = set()
+
 OUT_RULE = "out equals softmax(q kᵀ · scale [+ causal mask]) v"
 
 

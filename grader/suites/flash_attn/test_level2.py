@@ -37,6 +37,41 @@ RULES = {
         "test_combine_inputs_are_not_modified",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'causal: a (q-tile, k-tile) pair entirely in the future is never computed, a visible '
+    'pair at its full tile size: FLOPs = sum over visible pairs of 4·B·H·bq·bk·D':
+        ('flop-accounting', 'hidden-tiles'),
+    'scores and values are matrix multiplications, each pair computed once: without a '
+    'mask, FLOPs = 4·B·H·Tq·Tk·D':
+        'flop-accounting',
+    'GQA: K and V tiles are never copied per query head':
+        'gqa-no-copies',
+    'combine_partials returns the exact attention (out, lse) over the union of the '
+    "splits' keys":
+        'ask',
+    'a split whose lse is -inf contributes nothing, whatever its outs hold (NaN, +inf, '
+    '-inf)':
+        'empty-splits',
+    'all splits -inf: out 0 and lse -inf':
+        'empty-splits',
+    'out in the dtype of outs, lse in the dtype of lses (they may differ)':
+        'merge-dtypes',
+    'stable for |lse| up to 1e4 (relative tolerance)':
+        'merge-range',
+    'ValueError: S < 1 or mismatched shapes':
+        'merge-errors',
+    'inputs are never modified: combine_partials leaves outs and lses as they were':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Returning each output in its input's dtype when outs and lses differ is bookkeeping,
+# not the merge.
+DETAILS = {
+    'out in the dtype of outs, lse in the dtype of lses (they may differ)',
+}
+
 # (B, H, H_kv, Tq, Tk, D, block_q, block_k): square, more keys (decode-like), more queries (some
 # rows see nothing), partial last tiles both ways, tiles larger than the sequence. D and every
 # key tile have >= 2 elements: einsum contracts a dimension of size 1 without a matmul, which

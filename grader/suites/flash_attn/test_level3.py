@@ -48,6 +48,50 @@ RULES = {
         "test_decode_is_vectorised",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    "equals dense attention over each sequence's own tokens (token t in block "
+    "block_table[b, t // BS], slot t % BS), GQA, output in q's dtype":
+        ('ask', 'paged-layout'),
+    "table entries past a sequence's last block and cache slots no sequence owns (NaN "
+    'too) never influence the result':
+        'garbage',
+    'sequences may share blocks (a shared prefix)':
+        'paged-layout',
+    'seq_lens[b] == 0 gives zeros':
+        'empty-sequence',
+    'scale as in level 1: None means 1/sqrt(D), an explicit 0.0 is a valid scale':
+        ('default-scale', 'decode-numerics'),
+    'all partials are merged by one call of the module-level combine_partials, looked up '
+    'at call time, with (num_splits, B, H, D) float32 partials (float64 for float64 '
+    'inputs)':
+        ('ask', 'partials-format'),
+    'keys cut into num_splits contiguous ranges whose sizes differ by at most one (empty '
+    'ranges when seq_lens[b] < num_splits)':
+        'split-ranges',
+    'equals dense attention for scores of 1e4 too (each partial keeps its own max)':
+        'decode-numerics',
+    'block_table and seq_lens each int32 or int64 (one may be int32, the other int64)':
+        ('ask', 'decode-errors'),
+    'math in float32 for half inputs (scores, weights, the weighted sum of values), as in'
+    ' level 1':
+        'decode-numerics',
+    'inputs are never modified':
+        'ask',
+    'ValueError: index dtypes, seq_lens out of [0, max_blocks·block_size], num_splits < '
+    '1, shapes, D < 1, v-dims, H % H_kv':
+        'decode-errors',
+    'vectorised: the same number of tensor operations for B = 2 and 8 and for lengths 64 '
+    'and 512':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Mixed index dtypes (one int32, one int64) only trip a solution that assumes both match.
+DETAILS = {
+    'block_table and seq_lens each int32 or int64 (one may be int32, the other int64)',
+}
+
 DECODE_RULE = "flash_decode equals dense attention of each query over its sequence's own tokens"
 
 
