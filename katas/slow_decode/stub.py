@@ -3,12 +3,12 @@
 `generate_slow` (in slow_decode_model.py, next to this file) is correct greedy decoding
 written the slow way. Write `generate`, returning exactly its tokens, fast:
 
-Level 1  cache the keys and values: prefill each prompt once, then one new token per step
-         attending over cached k, v (total FLOPs at most 1.2x those of a cached reference).
-Level 2  batch the requests: prompts of different lengths together (padding, masks,
-         per-request positions); the ops per step do not grow with requests or heads.
-Level 3  stop early and stay on the device: a request stops after its EOS (included) and
-         costs no FLOPs from the next step on; at most one host sync per decoding step.
+Level 1  cache the keys and values: total FLOPs at most 1.2x those of a KV-cached loop.
+Level 2  batch the requests: prompts of different lengths together; the torch operations
+         per decoding step do not grow with the number of requests or heads.
+Level 3  stop early and stay on the device: a request stops after its EOS (included), a
+         finished request costs nothing; at most one host sync per decoding step.
+(`kata show slow-decode` has the interviewer's words, and the answers to what you ask.)
 
 Worked example:
     model = TinyLM(seed=0)
@@ -42,10 +42,11 @@ def generate(model: TinyLM, prompts: list[list[int]], max_new_tokens: int,
     model           a TinyLM (float64); use its weights, do not change them
     prompts         R lists of token ids, each non-empty, lengths may differ
     max_new_tokens  tokens to generate per request (0 gives R empty lists)
-    eos_id          None, or a token id: a request stops right after generating it
+    eos_id          None (levels 1 and 2), or a token id: a request stops right after
+                    generating it (level 3)
     Returns R lists: the new tokens of each request (not the prompt), the EOS included.
     """
-    # TODO level 1: prefill once, keep k and v per block, decode one token per step.
-    # TODO level 2: left-pad all prompts into one batch; mask padding keys; positions per request.
-    # TODO level 3: drop finished rows after each step; one .tolist() per step at most.
+    # TODO level 1: the same tokens as generate_slow, within the FLOP budget.
+    # TODO level 2: every request in one batch, whatever its prompt length.
+    # TODO level 3: stop at the EOS, finished requests cost nothing, one sync per step.
     raise NotImplementedError

@@ -33,6 +33,39 @@ RULES = {
     "the last token": "test_flops_within_budget_for_few_new_tokens",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    "generate returns generate_slow's tokens: the new tokens of each request, "
+    'max_new_tokens of them':
+        'ask',
+    'max_new_tokens = 0 gives R empty lists; max_new_tokens = 1 needs the prefill only':
+        'few-tokens',
+    'a sequence may fill the model: len(prompt) + max_new_tokens == model.max_seq_len, '
+    "whatever the model's max_seq_len":
+        'max-len',
+    'any TinyLM: sizes (head_dim for the scale, max_seq_len, vocab_size, d_model, '
+    'num_layers) come from the model passed in':
+        'model-sizes',
+    "the model's weights are used and not changed (values, dtypes), call after call":
+        'ask',
+    'total FLOPs of a generation at most 1.2x those of the KV-cached reference (no step '
+    'recomputes the prefix)':
+        ('ask', 'flops-budget'),
+    'the budget holds for every generation: max_new_tokens = 1 is the prefill only, no '
+    'step after the last token':
+        'few-tokens',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# 0 and 1 new tokens and a wasted step after the last token are edges; the same tokens
+# within the FLOP budget of a KV cache is the level. (A sequence that fills max_seq_len is
+# not a detail: test_tokens_match_on_other_model_shapes, which decides "any TinyLM", fills it.)
+DETAILS = {
+    'max_new_tokens = 0 gives R empty lists; max_new_tokens = 1 needs the prefill only',
+    'the budget holds for every generation: max_new_tokens = 1 is the prefill only, no '
+    'step after the last token',
+}
+
 
 @kata_test(level=1, category="correctness", weight=3,
            description="generate returns exactly generate_slow's tokens (prompts of one length)")

@@ -30,6 +30,20 @@ RULES = {
         "test_ops_per_step_do_not_grow_with_heads",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    "prompts of different lengths give generate_slow's tokens: padding never attended to,"
+    " positions count each request's own tokens":
+        ('ask', 'positions', 'one-token-prompt'),
+    'operations per decoding step do not grow with the number of requests':
+        ('ask', 'ops-count', 'loops'),
+    'operations per decoding step do not grow with the number of heads':
+        ('ask', 'ops-count', 'loops'),
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+DETAILS: set[str] = set()
+
 SHORT, LONG = 3, 7          # new tokens of the two generations whose difference is measured
 SLACK_OPS = 2               # per step: "does not grow", with room for a stray branch
 

@@ -32,6 +32,33 @@ RULES = {
         "test_at_most_one_sync_per_decoding_step",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'with eos_id, a request stops right after generating it; the EOS is included':
+        'ask',
+    'several requests that generate the EOS at the same step all stop':
+        ('ask', 'eos-same-step'),
+    "eos_id = 0 is an EOS like any other id (not 'no eos_id')":
+        'eos-zero',
+    'only generated tokens count: an eos_id inside a prompt stops nothing':
+        'eos-prompt',
+    'a finished request costs no FLOPs from the next step on':
+        ('ask', 'finished-cost'),
+    'when every request has finished, nothing more is computed':
+        ('ask', 'finished-cost'),
+    'at most one device-to-host sync per decoding step (n + 1 for a longest output of n '
+    'tokens)':
+        ('ask', 'what-syncs', 'sync-count'),
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# eos_id = 0 and an EOS inside a prompt are edges; stopping at the EOS, finished rows
+# that cost nothing and one sync a step are the level.
+DETAILS = {
+    "eos_id = 0 is an EOS like any other id (not 'no eos_id')",
+    'only generated tokens count: an eos_id inside a prompt stops nothing',
+}
+
 SCENARIO_SEEDS = st.sampled_from((0, 1, 2, 3))
 
 
