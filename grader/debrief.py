@@ -12,7 +12,7 @@ from grader import clock
 from grader.catalog import Catalog, Kata
 from grader.mock import coverage
 from grader.progress import most_needed
-from grader.sessions import LevelClock, level_clocks, session_signal
+from grader.sessions import LevelClock, level_clocks, session_details_missed, session_signal
 from grader.store import Session, Store
 
 
@@ -21,6 +21,7 @@ def build_debrief(store: Store, session: Session, kata: Kata, catalog: Catalog) 
     until = session.ended_at or clock.now()
     per_level = _attempts_by_level(store, session)
     hints = {lv.level: store.hints_shown(kata.slug, session.id, lv.level) for lv in kata.levels}
+    missed = session_details_missed(store, session)  # the details a passed level missed
     levels: list[dict[str, Any]] = []
     for c in clocks:
         if not c.revealed:
@@ -32,7 +33,8 @@ def build_debrief(store: Store, session: Session, kata: Kata, catalog: Catalog) 
             "level": c.level, "revealed": True, "name": kata.level(c.level).name, "minutes": c.minutes,
             "used_s": None if used is None else round(used, 1), "passed": c.passed_at is not None,
             "over_pace": c.over_pace(until), "grade_attempts": len(attempts), "hints": hints[c.level],
-            "failed_attempts": [a for a in attempts if a["first_failure"] is not None]})
+            "failed_attempts": [a for a in attempts if a["first_failure"] is not None],
+            "details_missed": missed.get(c.level, []) if c.passed_at is not None else []})
     record = store.mock(session.id)
     followups = []
     if record and record.followups:
@@ -44,7 +46,7 @@ def build_debrief(store: Store, session: Session, kata: Kata, catalog: Catalog) 
         "kata": kata.slug, "session_id": session.id, "started_at": session.started_at,
         "ended_at": session.ended_at, "end_reason": session.end_reason, "minutes": session.minutes,
         "time_used_s": round(until - session.started_at, 1), "levels": levels,
-        "signal": session_signal(clocks, session.deadline), "followups": followups,
+        "signal": session_signal(clocks, session.deadline, missed), "followups": followups,
         "coverage": coverage(record.followups or [], record.marks) if record else None,
     }
     debrief["practise_next"] = practise_next(debrief, kata, clocks, store, catalog)
@@ -65,18 +67,20 @@ def _attempts_by_level(store: Store, session: Session) -> dict[int, list[dict[st
             continue
         out.setdefault(current, []).append({
             "attempt_id": attempt.id, "graded_at": attempt.graded_at, "score": attempt.score,
-            "first_failure": None if card["passed"] else first_failure(card)})
+            "first_failure": None if card["levels"] and all(lv["passed"] for lv in card["levels"])
+            else first_failure(card)})
     return out
 
 
 def first_failure(card: dict[str, Any]) -> str:
-    """The first failing property of a scorecard, in words a candidate recognises."""
+    """The first failing property of a scorecard, in words a candidate recognises (a core test
+    before a detail of the same level: that is what failed the level)."""
     if card.get("import_error"):
         return f"your file could not be loaded: {card['import_error'].splitlines()[0]}"
     failing = [t for t in card["tests"] if not t["passed"]]
     if not failing:
         return "no test ran"
-    first = min(failing, key=lambda t: t["level"])
+    first = min(failing, key=lambda t: (t["level"], bool(t.get("detail"))))
     return f"L{first['level']} {first['description']}"
 
 

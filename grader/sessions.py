@@ -6,6 +6,11 @@ revealed (at the session's start, or in a mock when the levels before it pass) a
 level before it has passed, and stops at the first grade that passes it. The signal counts
 the levels passed in order before the deadline, so fixing a bug after a first grade is worth
 it, and a grade after the deadline is overtime: recorded, never counted as in time.
+
+A level passes when its core tests pass (grader/engine/report.py, the pass rule): a grade that
+misses only details of a level passes it, starts the next level's clock and reveals it in a
+mock. The details a passed level missed are those of the latest grade before the deadline that
+passed it (fixed in time, they are no longer missed), and the signal names them.
 """
 
 from __future__ import annotations
@@ -80,11 +85,14 @@ def current_level(clocks: list[LevelClock]) -> LevelClock | None:
     return next((c for c in clocks if c.revealed and c.passed_at is None), None)
 
 
-def session_signal(clocks: list[LevelClock], deadline: float) -> str:
+def session_signal(clocks: list[LevelClock], deadline: float,
+                   details_missed: dict[int, list[str]] | None = None) -> str:
     """The interview signal from the pass times: levels count in order, and only when passed
-    before the deadline (the rule of grader.engine.report.interview_signal)."""
-    in_time = [LevelScore(c.level, "", c.passed_at is not None and c.passed_at <= deadline, 0, 0, 0)
-               for c in clocks]
+    before the deadline (the rule of grader.engine.report.interview_signal); `details_missed`
+    (session_details_missed) adds the details the counted levels missed."""
+    missed = details_missed or {}
+    in_time = [LevelScore(c.level, "", c.passed_at is not None and c.passed_at <= deadline, 0, 0, 0,
+                          details_missed=list(missed.get(c.level, []))) for c in clocks]
     signal = interview_signal(in_time, overtime=False, timed=True)
     late = [c.level for c in clocks if c.passed_at is not None and c.passed_at > deadline]
     if late and not any(lv.passed for lv in in_time[:1]):
@@ -92,6 +100,23 @@ def session_signal(clocks: list[LevelClock], deadline: float) -> str:
     if late:
         return f"{signal} (level{'s' if len(late) > 1 else ''} {', '.join(map(str, late))} passed in overtime)"
     return signal
+
+
+def session_details_missed(store: Store, session: Session,
+                           current: dict[str, Any] | None = None) -> dict[int, list[str]]:
+    """level -> the details missed by the latest grade at or before the deadline that passed
+    it (`current`: a grade not recorded yet, graded now)."""
+    graded = [(a.graded_at, a.scorecard(store)) for a in reversed(store.attempts_for_session(session.id))]
+    if current is not None:
+        graded.append((clock.now(), current))
+    out: dict[int, list[str]] = {}
+    for graded_at, card in graded:  # oldest first: a later passing grade replaces an earlier one
+        if graded_at > session.deadline:
+            continue
+        for lv in card.get("levels", []):
+            if lv.get("passed"):
+                out[lv["level"]] = [str(d) for d in lv.get("details_missed") or []]
+    return out
 
 
 # ----------------------------------------------------------------------------- a grade
@@ -129,7 +154,8 @@ def plan_grade(store: Store, session: Session, kata: Kata, card: dict[str, Any])
     updated = [SessionLevel(r.level, r.minutes, now if r.level == reveal else r.revealed_at,
                             now if r.level in newly else r.passed_at, r.passed_attempt_id) for r in rows]
     clocks = _clocks(updated)
-    return GradeEffect(newly, reveal, ended, overtime, session_signal(clocks, session.deadline), tuple(clocks))
+    signal = session_signal(clocks, session.deadline, session_details_missed(store, session, card))
+    return GradeEffect(newly, reveal, ended, overtime, signal, tuple(clocks))
 
 
 def pacing(clocks: list[LevelClock] | tuple[LevelClock, ...], until: float,

@@ -14,8 +14,17 @@ The corpus of a kata lives in ``tests/corpus/<module>/`` with a manifest ``corpu
     why = "hands out the most recently freed block first"
 
 A buggy file is *rejected at its level* when, graded with the tests of levels 1..level only,
-the lowest failing level is `level` and one of `rejected_by` fails. A correct file scores 100
-on the whole suite. The project's tests check both under two seeds;
+the lowest failing level is `level` and one of `rejected_by` fails. What that does to the level
+follows the pass rule (a level passes when its core tests pass, grader/engine/report.py):
+
+- a core bug (some test of `rejected_by` is a core test) fails its level: one of its failing
+  tests there is core;
+- a detail bug (every test of `rejected_by` is a detail test: its level's RULES map names it
+  under DETAILS only) is rejected by them, so the score is below 100, but its level passes:
+  no core test of the level fails. An entry may say so, ``detail = true`` (or ``false``);
+  the suite decides either way, and a manifest that says otherwise is wrong.
+
+A correct file scores 100 on the whole suite. The project's tests check both under two seeds;
 ``scripts/corpus_sweep.py --seeds N`` checks them under N.
 """
 
@@ -69,6 +78,7 @@ class BuggyEntry:
     level: int
     rejected_by: tuple[str, ...]
     why: str = ""
+    detail: bool | None = None  # what corpus.toml declares (None: not declared; the suite decides)
 
 
 @dataclass(frozen=True)
@@ -94,8 +104,10 @@ def corpus_manifest(slug: str) -> CorpusManifest:
         if not (isinstance(raw.get("file"), str) and isinstance(raw.get("level"), int)
                 and isinstance(rejected, list) and rejected):
             raise ValueError(f"{path}: buggy[{i}] needs file, level and rejected_by")
-        buggy.append(BuggyEntry(file=raw["file"], level=raw["level"],
-                                rejected_by=tuple(rejected), why=raw.get("why", "")))
+        if not isinstance(raw.get("detail", False), bool):
+            raise ValueError(f"{path}: buggy[{i}].detail must be true or false")
+        buggy.append(BuggyEntry(file=raw["file"], level=raw["level"], rejected_by=tuple(rejected),
+                                why=raw.get("why", ""), detail=raw.get("detail")))
     correct = tuple(raw["file"] for raw in data.get("correct", []))
     return CorpusManifest(buggy=tuple(buggy), correct=correct)
 
@@ -117,7 +129,8 @@ def correct_params(slug: str) -> list:
 
 def rejection_problem(slug: str, entry: BuggyEntry, card: Scorecard) -> str | None:
     """Why `card` (graded with levels 1..entry.level) does not reject the bug at its level;
-    None when it does."""
+    None when it does. A core bug fails its level; a detail bug fails one of its detail tests
+    and its level still passes."""
     failed = [t for t in card.tests if not t.passed]
     if not failed:
         return f"{entry.file} scored 100 (levels 1-{entry.level}); expected {list(entry.rejected_by)} to fail"
@@ -129,7 +142,27 @@ def rejection_problem(slug: str, entry: BuggyEntry, card: Scorecard) -> str | No
     if not set(entry.rejected_by) & set(names):
         return (f"{entry.file} should be rejected by one of {list(entry.rejected_by)}; "
                 f"failed tests were {sorted(names)}")
+    detail = is_detail_bug(entry, card)
+    if entry.detail is not None and entry.detail != detail:
+        return (f"corpus.toml says {entry.file} is {'a detail' if entry.detail else 'a core'} bug (detail = "
+                f"{str(entry.detail).lower()}), but {list(entry.rejected_by)} "
+                f"{'are all detail tests' if detail else 'name a core test'} of the suite")
+    level = next(lv for lv in card.levels if lv.level == entry.level)
+    core_failed = sorted(t.name for t in failed if t.level == entry.level and not t.detail)
+    if detail and not level.passed:
+        return (f"{entry.file} is a detail bug of level {entry.level} (its rejecting tests are details), "
+                f"so the level must pass, but core tests failed: {core_failed}")
+    if not detail and level.passed:
+        return (f"{entry.file} is a core bug of level {entry.level}, but only details of the level failed "
+                f"({sorted(n for n in names if n not in core_failed)}): the level passes")
     return None
+
+
+def is_detail_bug(entry: BuggyEntry, card: Scorecard) -> bool:
+    """Whether every test that rejects the bug is a detail test of its level (as the judge
+    tagged the tests of `card`, which grades all of `rejected_by`)."""
+    tagged = {t.name: t.detail for t in card.tests}
+    return all(tagged.get(name, False) for name in entry.rejected_by)
 
 
 def assert_rejected_at_level(slug: str, entry: BuggyEntry, seed: int = SEED) -> Scorecard:
@@ -179,5 +212,5 @@ def assert_scores_full(slug: str, name: str, seed: int = SEED) -> Scorecard:
 
 __all__ = ["REPO_ROOT", "SEED", "SEEDS", "BuggyEntry", "CorpusManifest", "assert_rejected_at_level",
            "assert_rejected_by", "assert_scores_full", "buggy_params", "correct_params",
-           "corpus_file", "corpus_manifest", "failed_tests", "grade_file", "kata",
+           "corpus_file", "corpus_manifest", "failed_tests", "grade_file", "is_detail_bug", "kata",
            "manifest_path", "rejection_problem"]

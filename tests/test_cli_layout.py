@@ -121,10 +121,10 @@ def render(name: str, tmp_path: Path, *args: str, exit_code: int = 0) -> dict[in
 
 
 def _test(name: str, level: int, passed: bool, message: str = "", category: str = "correctness",
-          description: str | None = None, **details) -> TestResult:
+          description: str | None = None, detail: bool = False, **details) -> TestResult:
     return TestResult(nodeid=f"paged_kv/test_level{level}.py::{name}", name=name, level=level,
                       category=category, weight=1.0, description=description or name.replace("_", " "),
-                      passed=passed, message=message, details=details, duration_s=0.1)
+                      passed=passed, message=message, details=details, duration_s=0.1, detail=detail)
 
 
 def fake_card(solution: Path) -> Scorecard:
@@ -158,6 +158,26 @@ def fake_card(solution: Path) -> Scorecard:
     ]
     return Scorecard(kata="paged-kv", title="Paged KV-cache block allocator", seed=7, solution=str(solution),
                      solution_sha256="0" * 64, tests=tests, duration_s=12.34, output_bytes=2_000,
+                     level_names={1: "Allocate and free", 2: "Fork and copy-on-write", 3: "Prefix caching"},
+                     level_minutes={1: 30, 2: 25, 3: 20}, contained=True)
+
+
+def fake_card_with_details_missed(solution: Path) -> Scorecard:
+    """Levels 1 and 2 pass with details missed (one, then two); level 3 fails a core test."""
+    wrong = dict(input="PagedKVCacheAllocator(4, 2); allocate('a', 0)", expected="[]", got="ValueError")
+    tests = [
+        _test("test_allocate_fits", 1, True),
+        _test("test_allocate_zero_tokens", 1, False, "allocate('a', 0) returns no blocks, not an error",
+              category="edge cases", description="a request of zero tokens holds no blocks", detail=True, **wrong),
+        _test("test_fork_shares_blocks", 2, True),
+        _test("test_fork_of_an_empty_request", 2, False, "fork('a', 'b') of an empty request",
+              category="edge cases", description="forking a request that holds no blocks", detail=True),
+        _test("test_pop_copies_is_empty_after_reading", 2, False, "pop_copies() twice",
+              category="api contract", description="pop_copies empties the list of pending copies", detail=True),
+        _test("test_prefix_hits", 3, False, "allocate_prompt('b', [1, 2, 3, 4])", expected="[0, 1]", got="[2, 3]"),
+    ]
+    return Scorecard(kata="paged-kv", title="Paged KV-cache block allocator", seed=7, solution=str(solution),
+                     solution_sha256="0" * 64, tests=tests, duration_s=2.5,
                      level_names={1: "Allocate and free", 2: "Fork and copy-on-write", 3: "Prefix caching"},
                      level_minutes={1: 30, 2: 25, 3: 20}, contained=True)
 
@@ -221,6 +241,22 @@ def test_grade_scorecard(tmp_path, fake_grading):
     # titles wrap rather than being cut: every word of the long description is there
     flat = " ".join(text.replace("│", " ").split())
     assert "in the order they were handed out to the request" in flat
+
+
+def test_grade_scorecard_with_details_missed(tmp_path, fake_grading, monkeypatch):
+    """A level passed with details missed says so under the levels table, in the signal and
+    in the summary line; the detail's box says the level still passes."""
+    from grader.cli.commands import grade as grade_cmd
+
+    monkeypatch.setattr(grade_cmd, "grade_file", lambda kata_, path, **kw: fake_card_with_details_missed(path))
+    texts = render("grade-details", tmp_path, "grade", "paged-kv", "--seed", "7", exit_code=1)
+    flat = " ".join(texts[80].replace("│", " ").split())
+    assert "level 1 passed with 1 detail missed: a request of zero tokens holds no blocks" in flat
+    assert ("level 2 passed with 2 details missed: forking a request that holds no blocks; pop_copies "
+            "empties the list of pending copies") in flat
+    assert "interview signal: Hire, 3 details missed (untimed)" in flat
+    assert "levels passed 2/3 (3 details missed)" in flat
+    assert texts[80].count("· detail (the level still passes)") == 3
 
 
 def test_grade_in_a_session_ends_with_a_summary_under_the_cards(tmp_path, fake_grading, monkeypatch,

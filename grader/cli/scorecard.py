@@ -1,5 +1,5 @@
-"""The scorecard as a candidate reads it: summary, levels, categories, then one box per
-distinct failure.
+"""The scorecard as a candidate reads it: summary, levels (with the details a passed level
+missed), categories, then one box per distinct failure.
 
 Failures with the same message at the same place in the candidate's file are one box ("same
 failure in 14 more tests: ..."), hangs stuck at the same line are one box whatever their
@@ -52,6 +52,8 @@ def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: 
     console = output.console
     console.print(_summary_panel(card, title))
     console.print(_levels_table(card))
+    for line in details_missed_lines(card):
+        console.print(line)
     console.print(_categories_line(card))
     import_error = card.get("import_error")
     if import_error:
@@ -172,6 +174,8 @@ def failure_box(group: FailureGroup) -> list[RenderableType]:
     if group.others:
         body.append(_same_failure_line(group.others))
     title = f"[red]✗[/] L{test['level']} {textsafe.markup(test['category'])}"
+    if all(t.get("detail") for t in group.tests):
+        title += " · detail (the level still passes)"
     out: list[RenderableType] = [Panel(Group(*body), title=title, title_align="left", border_style="red")]
     printed = printed_output(test)
     if printed is not None:
@@ -250,9 +254,11 @@ def summary_line(card: dict[str, Any]) -> Text:
     grade outside a session)."""
     score = card["score"]
     levels = card["levels"]
+    num_missed = sum(len(lv.get("details_missed") or ()) for lv in levels if lv["passed"])
+    missed = f" ({num_missed} detail{'s' if num_missed != 1 else ''} missed)" if num_missed else ""
     line = Text.assemble((f"{score}/100", "bold " + ("green" if card["passed"] else
                                                      "yellow" if score >= 50 else "red")),
-                         f" · levels passed {sum(lv['passed'] for lv in levels)}/{len(levels)} · ")
+                         f" · levels passed {sum(lv['passed'] for lv in levels)}/{len(levels)}{missed} · ")
     if card.get("time_limit_s") is None:
         line.append("untimed")
     else:
@@ -275,6 +281,19 @@ def _levels_table(card: dict[str, Any]) -> Table:
         table.add_row(str(lv["level"]), escape(lv["name"]), result, str(lv["score"]),
                       f"{lv['num_passed']}/{lv['num_tests']}")
     return table
+
+
+def details_missed_lines(card: dict[str, Any]) -> list[Text]:
+    """"level 3 passed with 1 detail missed: <its description>", for each passed level whose
+    detail tests did not all pass (a failed level's boxes say it all)."""
+    lines = []
+    for lv in card["levels"]:
+        missed = [textsafe.clean(d) for d in lv.get("details_missed") or ()]
+        if lv["passed"] and missed:
+            lines.append(Text.assemble(
+                (f"level {lv['level']} passed with {len(missed)} detail{'s' if len(missed) != 1 else ''} "
+                 "missed: ", "yellow"), "; ".join(missed)))
+    return lines
 
 
 def _categories_line(card: dict[str, Any]) -> Text:

@@ -8,7 +8,7 @@ crashes or hangs is killed and a fresh one serves the next test.
 Results go to the parent as JSON lines on an inherited pipe (``KATA_RESULTS_FD``) that
 only the judge holds:
 
-    {"event": "collected", "tests": [{nodeid, name, level, category, weight, description}]}
+    {"event": "collected", "tests": [{nodeid, name, level, category, weight, description, detail}]}
     {"event": "worker", "contained": bool, "notes": [...]}
     {"event": "import_start"} / {"event": "import_done", "error": str | null}
     {"event": "start", "nodeid": ...}
@@ -39,6 +39,7 @@ from grader.engine.failures import (CallTimeout, CandidateImportError, KataTimeo
                                     import_error_text)
 from grader.engine.judge_bridge import CALL_STATS, WorkerCrashed
 from grader.engine.judge_env import limit_judge_memory
+from grader.engine.suite_listing import detail_tests, rules_file
 from grader.engine.worker_process import WorkerProcess
 from grader.worker import measure
 
@@ -374,14 +375,31 @@ def _metadata(item: pytest.Item) -> dict[str, Any]:
     marker = item.get_closest_marker("kata")
     meta = dict(marker.kwargs) if marker else {}
     name = item.name
+    level = int(meta.get("level", 1))
     return {
         "nodeid": item.nodeid,
         "name": name,
-        "level": int(meta.get("level", 1)),
+        "level": level,
         "category": meta.get("category", "correctness"),
         "weight": float(meta.get("weight", 1.0)),
         "description": meta.get("description", name.replace("_", " ")),
+        "detail": _is_detail(item, level),
     }
+
+
+def _is_detail(item: pytest.Item, level: int) -> bool:
+    """Whether the RULES map of the test's level names it under DETAILS only (a level's map is
+    a global of its test_level<N>.py, which collection has imported)."""
+    file = getattr(getattr(item, "module", None), "__file__", None)
+    if file is None:
+        return False
+    return getattr(item, "originalname", item.name) in _details_at(str(rules_file(Path(file), level)))
+
+
+@functools.lru_cache(maxsize=None)
+def _details_at(path: str) -> frozenset[str]:
+    module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path), None)
+    return detail_tests(getattr(module, "RULES", None), getattr(module, "DETAILS", None))
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,

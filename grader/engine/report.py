@@ -1,8 +1,14 @@
 """Scoring: turn a suite run into a scorecard (scores per level and category, the failures,
-time used and the interview signal). Pure data; the CLI renders it."""
+time used and the interview signal). Pure data; the CLI renders it.
+
+The pass rule: a level passes when its core tests pass. A detail test (its level's RULES map
+names it under DETAILS only: an edge an interviewer notes, not one you fail on) that fails
+lowers the score like any test and is listed as a detail missed, and the level still passes.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,10 +19,11 @@ from grader.engine.runner import RunOutcome, TestResult
 class LevelScore:
     level: int
     name: str
-    passed: bool
+    passed: bool  # every core test of the level passed (level_passed)
     score: int
     num_passed: int
     num_tests: int
+    details_missed: list[str] = field(default_factory=list)  # descriptions of its failed detail tests
 
 
 @dataclass
@@ -44,6 +51,7 @@ class Scorecard:
 
     @property
     def passed(self) -> bool:
+        """Every test passed, details too (the score is 100); levels pass by level_passed."""
         return bool(self.tests) and all(t.passed for t in self.tests)
 
     @property
@@ -52,8 +60,9 @@ class Scorecard:
         for level in sorted({t.level for t in self.tests}):
             tests = [t for t in self.tests if t.level == level]
             out.append(LevelScore(level=level, name=self.level_names.get(level, f"Level {level}"),
-                                  passed=all(t.passed for t in tests), score=weighted_score(tests),
-                                  num_passed=sum(t.passed for t in tests), num_tests=len(tests)))
+                                  passed=level_passed(tests), score=weighted_score(tests),
+                                  num_passed=sum(t.passed for t in tests), num_tests=len(tests),
+                                  details_missed=details_missed(tests)))
         return out
 
     @property
@@ -99,6 +108,18 @@ class Scorecard:
         }
 
 
+def level_passed(tests: Sequence[TestResult]) -> bool:
+    """The pass rule: a level passes when every one of its core tests passes. (Every level of
+    a suite has core tests; a grading of some tests only, such as the corpus checks' rejecting
+    tests, may hold none of a level's, and then its details decide nothing.)"""
+    return bool(tests) and all(t.passed for t in tests if not t.detail)
+
+
+def details_missed(tests: Sequence[TestResult]) -> list[str]:
+    """The descriptions of the failed detail tests, in the suite's order."""
+    return [t.description for t in tests if t.detail and not t.passed]
+
+
 def weighted_score(tests: list[TestResult]) -> int:
     """0-100, weighted by each test's weight; 100 only when every test passed."""
     total = sum(t.weight for t in tests)
@@ -112,7 +133,8 @@ def weighted_score(tests: list[TestResult]) -> int:
 SIGNAL_RULE = (
     "Strong hire: every level passed within the time. Hire: levels 1 and 2 passed within "
     "the time. Lean hire: level 1 passed within the time. No hire: level 1 not passed, or "
-    "passed only after the time ran out."
+    "passed only after the time ran out. A level passes when its core tests pass; the "
+    "details a counted level missed are named after the signal (\"Strong hire, 1 detail missed\")."
 )
 
 
@@ -120,7 +142,9 @@ def interview_signal(levels: list[LevelScore], overtime: bool, timed: bool) -> s
     """The signal an interviewer would write down, from the levels passed in time.
 
     Levels count in order: passing level 3 without level 2 counts as level 1 only, as in
-    an interview where each follow-up builds on the previous part.
+    an interview where each follow-up builds on the previous part. A level passed with
+    details missed counts as passed, and the signal says how many details the counted levels
+    missed, as an interviewer notes them.
     """
     passed_in_order = 0
     for lv in levels:
@@ -129,7 +153,9 @@ def interview_signal(levels: list[LevelScore], overtime: bool, timed: bool) -> s
         passed_in_order += 1
     if overtime:
         return "No hire (overtime: graded after the time ran out)" if passed_in_order else "No hire"
-    suffix = "" if timed else " (untimed)"
+    num_missed = sum(len(lv.details_missed) for lv in levels[:passed_in_order])
+    missed = f", {num_missed} detail{'s' if num_missed != 1 else ''} missed" if num_missed else ""
+    suffix = missed + ("" if timed else " (untimed)")
     if levels and passed_in_order == len(levels):
         return "Strong hire" + suffix
     if passed_in_order >= 2:

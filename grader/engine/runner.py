@@ -72,6 +72,7 @@ class TestResult:
     duration_s: float = 0.0
     stdout_bytes: int = 0
     longest_call_s: float = 0.0  # the longest single call into the solution's code
+    detail: bool = False  # a detail of its level: failing it lowers the score, not the level
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -3,7 +3,8 @@
 A file that cannot load is failed before any judge starts (see precheck.py): the scorecard
 still lists every test, with its level, category, weight and description, as the judge's
 collection would. Collecting imports the suite (torch, the reference: seconds); reading the
-source takes milliseconds. The reading is deliberately narrow: top-level ``def test*``
+source takes milliseconds. Whether a test is a *detail* of its level comes from the level's
+RULES and DETAILS maps (``detail_tests``: the one rule the judge's plugin applies too). The reading is deliberately narrow: top-level ``def test*``
 functions decorated with literal ``@kata_test(...)`` (or ``@pytest.mark.kata(...)``) and
 hypothesis decorators. Anything else pytest might collect or multiply (classes, parametrize,
 a ``test*`` name bound another way, a sub-package of tests) makes the answer None, and the
@@ -24,7 +25,8 @@ _MARKERS_THAT_MULTIPLY = frozenset({"parametrize"})
 
 def list_tests(suite: Path) -> list[dict[str, Any]] | None:
     """The suite's tests in pytest's order, each {nodeid, name, level, category, weight,
-    description} as the judge's plugin reports them; None when the source alone cannot say."""
+    description, detail} as the judge's plugin reports them; None when the source alone
+    cannot say."""
     root = suite.parent  # the judge runs with --rootdir suite.parent
     if suite.is_file():
         files = [suite]
@@ -35,12 +37,61 @@ def list_tests(suite: Path) -> list[dict[str, Any]] | None:
     else:
         return None
     tests: list[dict[str, Any]] = []
+    details_by_file: dict[Path, frozenset[str] | None] = {}
     for path in files:
         found = _tests_in(path, path.relative_to(root).as_posix())
         if found is None:
             return None
+        for test in found:
+            where = rules_file(path, test["level"])
+            if where not in details_by_file:
+                details_by_file[where] = _details_in(where)
+            details = details_by_file[where]
+            if details is None:
+                return None
+            test["detail"] = test["name"] in details
         tests += found
     return tests
+
+
+def detail_tests(rules: Any, details: Any) -> frozenset[str]:
+    """The detail tests of a level: those its RULES map (rule -> test name, or a tuple or list
+    of names) names only under rules of DETAILS. A test that some rule outside DETAILS names,
+    or that no rule names, is core; so is every test of a level without DETAILS."""
+    if not isinstance(rules, dict) or not isinstance(details, (set, frozenset, dict, list, tuple)):
+        return frozenset()
+    detail, core = set(), set()
+    for rule, names in rules.items():
+        names = [names] if isinstance(names, str) else names
+        if isinstance(names, (list, tuple, set, frozenset)):
+            (detail if rule in details else core).update(n for n in names if isinstance(n, str))
+    return frozenset(detail - core)
+
+
+def rules_file(test_file: Path, level: int) -> Path:
+    """Where the RULES map of a test's level lives: test_level<N>.py beside the test's file (a
+    level's tests may sit in more files, e.g. test_level3_cache.py), else the test's own file."""
+    beside = test_file.with_name(f"test_level{level}.py")
+    return beside if beside.is_file() else test_file
+
+
+def _details_in(path: Path) -> frozenset[str] | None:
+    """detail_tests of the RULES and DETAILS literals of a file; None when either is bound
+    to something the source alone cannot evaluate."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    values: dict[str, Any] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id in ("RULES", "DETAILS") and node.value is not None:
+            try:
+                values[target.id] = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return None
+    return detail_tests(values.get("RULES"), values.get("DETAILS"))
 
 
 def _is_test_file(name: str) -> bool:

@@ -191,7 +191,8 @@ def _row(homework: Homework, catalog: Catalog, result: dict[str, Any], now: floa
     row.score, row.passed = graded["score"], graded["passed"]
     row.levels_passed = sum(1 for lv in graded["levels"] if lv["passed"])
     levels = [LevelScore(level=lv["level"], name=lv.get("name", ""), passed=lv["passed"], score=0,
-                         num_passed=0, num_tests=0) for lv in graded["levels"]]
+                         num_passed=0, num_tests=0, details_missed=list(lv.get("details_missed") or []))
+              for lv in graded["levels"]]
     row.signal = interview_signal(levels, row.overtime, timed=True)
     row.contained = graded.get("contained")
     row.notes = [clip(n, 200) for n in graded.get("notes", [])[:MAX_NOTES]]

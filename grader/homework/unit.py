@@ -210,7 +210,8 @@ def _card_dict(card: Scorecard) -> dict[str, Any]:
                                           "message": card.import_error}))
     return {"score": card.score, "passed": card.passed, "num_tests": len(card.tests),
             "levels": [{"level": lv.level, "name": lv.name, "passed": lv.passed,
-                        "num_passed": lv.num_passed, "num_tests": lv.num_tests} for lv in card.levels],
+                        "num_passed": lv.num_passed, "num_tests": lv.num_tests,
+                        "details_missed": lv.details_missed} for lv in card.levels],
             "failures": failures, "num_failures": len(failed),
             "contained": card.contained, "notes": [for_coach(clip(n, 200)) for n in card.notes[:5]]}
 

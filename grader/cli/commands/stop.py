@@ -10,7 +10,7 @@ from grader.cli import mock_view, output
 from grader.cli.commands import mock as mock_cmd
 from grader.cli.common import JsonOpt, OptionalSlugArg, catalog, kata_for
 from grader.errors import KataError
-from grader.sessions import level_clocks, pacing, session_signal
+from grader.sessions import level_clocks, pacing, session_details_missed, session_signal
 from grader.store import Store
 
 
@@ -30,7 +30,7 @@ def stop(slug: OptionalSlugArg = None, as_json: JsonOpt = False) -> None:
         store.end_session(session.id, "stopped")
         session = store.session(session.id)
         clocks = level_clocks(store, session, kata)
-        signal = session_signal(clocks, session.deadline)
+        signal = session_signal(clocks, session.deadline, session_details_missed(store, session))
         levels = pacing(clocks, session.ended_at or clock.now(), {lv.level: lv.name for lv in kata.levels})
         num_grades = len(store.attempts_for_session(session.id))
     if as_json:
