@@ -6,9 +6,9 @@ Level 1  top_k_top_p_filter and sample.
 Level 2  beam_search.
 Level 3  speculative_verify.
 
-Example (level 1): logits = log([.5, .25, .25]). top_p = .5 keeps only token 0 (its mass .5
-already reaches top_p): [-0.693, -inf, -inf]. top_p = .8 keeps all three (.75 < .8).
-top_k = 1 keeps token 0; logits [1., 2., 2.] with top_k = 1 keep both 2s (ties survive).
+Example (level 1): logits = log([.5, .25, .25]). top_p = .5 keeps only token 0:
+[-0.693, -inf, -inf]. top_p = .8 keeps all three. Logits [1., 2., 2.] with top_k = 1 keep
+both 2s (ties survive).
 
 Constraints: PyTorch only; top_k_top_p_filter handles the whole batch without a Python loop
 over rows. Sampling is graded by its distribution (chi-square tests), not seed for seed.
@@ -55,9 +55,8 @@ def sample(logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: floa
     Args:
         logits: (B, V) float tensor.
         temperature: >= 0. 0 means greedy: argmax of each row (the lowest id on ties).
-            Otherwise the logits are divided by the temperature, filtered with
-            top_k_top_p_filter(top_k, top_p), turned into probabilities with softmax and
-            sampled with torch.multinomial(..., generator=generator).
+            Any temperature > 0, however tiny, samples: the tempered logits, filtered by
+            top_k_top_p_filter(top_k, top_p), give the distribution to draw from.
         generator: the random generator to draw from (None: torch's global one).
 
     Returns:
@@ -66,7 +65,7 @@ def sample(logits: Tensor, temperature: float = 1.0, top_k: int = 0, top_p: floa
     Raises:
         ValueError: temperature < 0.
     """
-    # TODO: greedy when temperature == 0; else scale, filter, softmax, multinomial.
+    # TODO: greedy when temperature == 0; else temper, filter, draw.
     raise NotImplementedError
 
 
@@ -82,22 +81,20 @@ def beam_search(step_fn: Callable[[Tensor], Tensor], prompt: list[int], num_beam
         num_beams: >= 1 beams.
         max_new_tokens: >= 1; at most this many tokens are generated.
         eos_token_id: the end-of-sequence token.
-        length_penalty: score = sum of log-probs / gen_len ** length_penalty, gen_len the
-            number of generated tokens including EOS, never the prompt.
+        length_penalty: a hypothesis scores its sum of log-probs divided by its generated
+            length (EOS included, never the prompt) raised to length_penalty.
 
     Rules:
         Start with one live beam (the prompt, sum 0). Each step, every live beam x every
-        token is a candidate with sum + logp; rank all candidates by sum, highest first (ties:
-        lower beam index, then lower token id). Walk the ranking: a candidate ending in
-        eos_token_id becomes a finished hypothesis only if its rank is < num_beams; other
-        candidates become the next live beams (in rank order) until there are num_beams.
-        Finished hypotheses are kept in a set of at most num_beams, the best by score; an
-        offered one that is not better than the worst of a full set is dropped.
-        Stop after max_new_tokens steps, or earlier once the set is full and no live beam can
-        still beat its worst: a live beam with sum s can at best score
-        s / max_new_tokens ** length_penalty when length_penalty > 0, and
-        s / cur_len ** length_penalty otherwise (cur_len = tokens generated so far).
-        At the end, live beams are scored the same way and offered to the set.
+        token is a candidate; rank all candidates by sum of log-probs, highest first (ties:
+        lower beam index, then lower token id). A candidate ending in eos_token_id becomes a
+        finished hypothesis only if its rank is < num_beams; other candidates become the next
+        live beams (in rank order) until there are num_beams. Keep at most num_beams finished
+        hypotheses, the best by score (a tie with the worst of a full set does not enter).
+        Stop after max_new_tokens steps, or earlier once the set is full and no live beam
+        could still beat its worst (judged optimistically: the beam's current sum over the
+        most favourable length from now to max_new_tokens). At the end, live beams are scored
+        and offered to the set.
 
     Returns:
         The set, best first, as (generated tokens without the prompt, score) pairs: a list
@@ -123,14 +120,14 @@ def speculative_verify(draft_tokens: Tensor, draft_probs: Tensor, target_probs: 
         generator: the random generator for every draw (None: torch's global one).
 
     Rules:
-        In order, token x_i is accepted with probability
-        min(1, target_probs[i, x_i] / draft_probs[i, x_i]). At the first rejection, a
-        replacement is drawn from normalize(max(0, target_probs[i] - draft_probs[i])) and
-        the result ends. If all K are accepted, a bonus token is drawn from target_probs[K].
+        In order, accept each drafted token as often as exactness allows (always when the
+        target gives it at least the draft's probability, never when it gives 0). At the
+        first rejection, emit one corrected token and stop. If all K are accepted, emit a
+        bonus token drawn from target_probs[K]; K = 0 emits one token from target_probs[0].
 
     Returns:
         The emitted token ids, a list of 1 to K + 1 Python ints. They follow the target
         model's distribution exactly.
     """
-    # TODO: accept / reject each draft token; residual sample on rejection; bonus token.
+    # TODO: accept / reject each draft token; a corrected token on rejection; bonus token.
     raise NotImplementedError

@@ -60,6 +60,72 @@ RULES = {
         "test_sample_rejects_negative_temperature",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    "filter: a new (B, V) tensor of logits' dtype (every float dtype), kept entries "
+    'unchanged, removed ones -inf; logits not modified':
+        'ask',
+    'top-k keeps every token >= the k-th largest logit (ties with the k-th value kept)':
+        'topk-ties',
+    'top_k <= 0 disables top-k (also with min_tokens_to_keep > 1); top_k >= V keeps '
+    'everything':
+        'disabled',
+    'k is raised to min_tokens_to_keep when smaller':
+        'min-keep',
+    'top-p runs second, on the softmax over the top-k survivors':
+        'filter-order',
+    'top-p keeps the smallest most-probable set of mass >= top_p; the crossing token is '
+    'kept':
+        'nucleus',
+    'top-p at an exact boundary keeps the set that reaches top_p and nothing more':
+        'nucleus',
+    "top-p's softmax is over the logits as given, whatever their magnitude: adding a "
+    'constant to a row (+-1000 included) keeps the same tokens':
+        'filter-order',
+    'top_p = 1.0 disables top-p (tokens of vanishing probability survive)':
+        'disabled',
+    'at least min_tokens_to_keep tokens (the most probable) survive in every row':
+        'min-keep',
+    'the result equals HF TopKLogitsWarper then TopPLogitsWarper':
+        'ask',
+    'ValueError: top_p outside (0, 1] (0.0 included) or min_tokens_to_keep < 1, whatever '
+    'the other arguments; the next call is unaffected':
+        'filter-errors',
+    'constraint: no Python loop over the rows':
+        'ask',
+    'sample: (B, V) -> (B,) int64 for every float dtype':
+        ('ask', 'sample-rows'),
+    'sample: temperature == 0 is greedy argmax, the lowest id on ties':
+        'temperature',
+    'sample: any temperature > 0 (tiny ones too) divides the logits, then filter, '
+    'softmax, multinomial':
+        'temperature',
+    'sample: a token the filter removes is never drawn':
+        ('ask', 'temperature'),
+    'sample: top-k keeps the tokens tied with the k-th value, and sample draws among them'
+    ' (top_k = 1 is not greedy)':
+        'topk-ties',
+    'sample: each row is drawn from its own logits':
+        'sample-rows',
+    'sample: every draw comes from the generator given (its current state)':
+        'ask',
+    "sample: generator=None draws from torch's global generator":
+        'ask',
+    'sample: ValueError when temperature < 0; the rejected call draws nothing':
+        'filter-errors',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Hugging Face's quirk of raising k to min_tokens_to_keep; a top-p set at an exact floating
+# boundary; tokens of vanishing probability under top_p = 1.0 (a top-p pass that runs anyway
+# drops only those); half-precision logits in sample (torch.multinomial's dtype support).
+DETAILS = {
+    'k is raised to min_tokens_to_keep when smaller',
+    'sample: (B, V) -> (B,) int64 for every float dtype',
+    'top-p at an exact boundary keeps the set that reaches top_p and nothing more',
+    'top_p = 1.0 disables top-p (tokens of vanishing probability survive)',
+}
+
 
 # ============================================================================ targeted: filter
 

@@ -52,6 +52,58 @@ RULES = {
         "test_beam_rejects_bad_arguments",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    '1. the search starts from one live beam: the prompt (which may be empty) with sum 0':
+        'beam-start',
+    'step_fn gets a LongTensor (N, T): each row the prompt followed by the generated '
+    'tokens':
+        ('ask', 'beam-start'),
+    '2. candidates are ranked by sum; ties go to the lower beam index, then the lower '
+    'token id (also among many tied candidates)':
+        'ask',
+    '2./3. every live beam x every token is a candidate, one of probability 0 (sum -inf) '
+    'too: it can become a live beam or a hypothesis (score -inf)':
+        'beam-candidates',
+    '3. an EOS candidate (whatever the EOS id) is a finished hypothesis only at rank < '
+    'num_beams':
+        'beam-eos',
+    '3. other candidates become the live beams, in rank order, until there are num_beams':
+        'beam-eos',
+    '3. score = sum / gen_len ** length_penalty, gen_len without the prompt':
+        'beam-score',
+    '4. an offered hypothesis not better than the worst of a full set is dropped':
+        'beam-set',
+    '4. a better one replaces the worst (not the oldest, not the newest); the worst is '
+    'recomputed after each replacement':
+        'beam-set',
+    '5. the search goes on while a live beam can still beat the worst finished one':
+        'beam-stop',
+    '5. it stops once the set is full and no live beam can (bound s / max_new_tokens ** '
+    'lp when lp > 0, s / cur_len ** lp otherwise)':
+        'beam-stop',
+    '6. at the end, live beams are scored and offered by the same rule; fewer than '
+    'num_beams hypotheses when fewer sequences exist':
+        ('beam-stop', 'beam-return'),
+    'returns at most num_beams distinct hypotheses, best first, each ending at its first '
+    'EOS or at max_new_tokens':
+        ('ask', 'beam-return'),
+    'a call does not depend on earlier calls (another step_fn, the same prompt)':
+        'ask',
+    'ValueError when num_beams < 1 or max_new_tokens < 1; the next call is unaffected':
+        'ask',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Candidates of probability 0 only matter when fewer than num_beams finite ones exist (the
+# rulings follow Hugging Face's top-k over -inf scores); an equal score not replacing the
+# worst is a tie rule (strict > in Hugging Face's BeamHypotheses.add).
+DETAILS = {
+    '2./3. every live beam x every token is a candidate, one of probability 0 (sum -inf) '
+    'too: it can become a live beam or a hypothesis (score -inf)',
+    '4. an offered hypothesis not better than the worst of a full set is dropped',
+}
+
 
 def relabel(table: dict, a: int, b: int) -> dict:
     """The same model with token ids a and b swapped (in prefixes and in probability rows)."""

@@ -37,6 +37,42 @@ RULES = {
     "probabilities in any float dtype": "test_verify_accepts_every_float_dtype",
 }
 
+# Where the statement settles each rule: "ask" (its Ask says it), or the ids of the
+# clarifications that answer it (tests/test_katas.py checks every rule has its entry).
+SETTLED_BY = {
+    'x_i is accepted with probability min(1, p_target / p_draft): always when p_target >='
+    ' p_draft':
+        'acceptance',
+    '... never when p_target(x_i) = 0':
+        'acceptance',
+    '... so the number of emitted tokens follows the acceptance rates':
+        ('ask', 'acceptance'),
+    'at the first rejection a replacement comes from normalize(max(0, p_target - '
+    'p_draft)) and the result ends':
+        ('ask', 'acceptance'),
+    'all K accepted: a bonus token from target_probs[K]':
+        'bonus',
+    'K = 0: one token drawn from target_probs[0]':
+        'no-draft',
+    "the emitted tokens follow the target model's distribution exactly":
+        'ask',
+    'every draw (acceptance, replacement, bonus, the K = 0 token) uses the generator '
+    'given':
+        ('ask', 'verify-generator'),
+    "generator=None draws from torch's global generator":
+        ('ask', 'verify-generator'),
+    'returns a list of 1 to K + 1 Python ints (accepted, replacement and bonus tokens '
+    'alike)':
+        ('ask', 'verify-types'),
+    'probabilities in any float dtype':
+        'verify-types',
+}
+# Rules that are details of the level: an edge an interviewer notes, not one you fail on.
+# Half-precision probabilities test dtype handling, not the verification rule.
+DETAILS = {
+    'probabilities in any float dtype',
+}
+
 WIDE_VOCAB = 32  # a draw uniform over 31-32 tokens: two independent draws agree 1 time in 31
 
 
