@@ -434,7 +434,8 @@ def render(kata: Kata, levels_shown: int | Iterable[int] | None = None, *, clari
     collection shows those levels; None shows them all. Of each level: its Ask; its
     clarifications unless `clarifications` is false (a mock: they come through `kata ask`);
     its Spec only for the levels in `spec_levels` (passed, or asked for). The follow-up
-    questions come only with every level (they are asked at the end)."""
+    questions come only with every level, and never in a mock's view (a mock asks them at
+    the end)."""
     statement = load_statement(kata)
     shown = _levels_shown(levels_shown, len(statement.levels))
     return render_statement(statement, shown, clarifications=clarifications, spec_levels=frozenset(spec_levels))
@@ -458,7 +459,7 @@ def render_statement(statement: Statement, shown: frozenset[int], *, clarificati
         texts = [p.text for p in parts if p.level is None or p.level in shown]
         if texts:
             blocks += [f"## {name}", *texts]
-    if not hidden:
+    if not hidden and (clarifications or not statement.layered):  # (a mock asks them at the end)
         blocks += [f"## {FOLLOWUPS}", "\n".join(f"- {q}" for q in statement.followups)]
     return "\n\n".join(blocks) + "\n"
 

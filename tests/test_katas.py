@@ -204,6 +204,65 @@ def test_a_mock_statement_never_shows_a_later_level(kata):
                                 f"{level.number} introduces")
 
 
+def _interview_data(kata) -> dict:
+    import tomllib
+
+    path = REPO_ROOT / "tests" / "interview" / f"{kata.module}.toml"
+    assert path.is_file(), f"{path} is missing: the kata's giveaways and paraphrased questions"
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=IDS)
+def test_every_rule_is_settled_by_the_ask_or_a_clarification(kata):
+    """Each RULES entry of each level maps (SETTLED_BY) to the Ask or to a clarification of
+    that level or an earlier one; DETAILS names rules of the map."""
+    statement = load_statement(kata)
+    assert statement.layered, f"{statement.where} is not in the layered skeleton (Ask, Clarifications, Spec)"
+    for level in kata.levels:
+        path = kata.suite_path / f"test_level{level.level}.py"
+        tree = ast.parse(path.read_text())
+        _check_settled_by(path, tree, _literal(tree, "RULES"), statement, level.level)
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=IDS)
+def test_a_mock_screen_gives_nothing_away(kata):
+    """The screen a mock shows with levels 1..k revealed (the Asks) holds none of the
+    project's giveaway strings of any level (formulas and intermediate figures the tests
+    check), no clarification answer and no follow-up question; no level's Ask gives away its
+    own or a later level's figures, and no clarification a later level's."""
+    statement = load_statement(kata)
+    data = _interview_data(kata)
+    giveaways = {int(level): list(strings) for level, strings in data["giveaways"].items()}
+    assert set(giveaways) == {lv.level for lv in kata.levels}
+    assert all(len(strings) >= 3 for strings in giveaways.values()), "at least 3 giveaways per level"
+    every = [g for strings in giveaways.values() for g in strings]
+    for shown in range(1, len(statement.levels) + 1):
+        screen = _plain(render(kata, shown, clarifications=False))
+        found = [g for g in every if _plain(g) in screen]
+        assert not found, f"a mock of {kata.slug} with levels 1..{shown} shows {found}"
+        for clarification in statement.clarifications():
+            assert _plain(clarification.answer) not in screen, clarification.id
+        assert not any(_plain(f.question) in screen for f in kata.followups), "a follow-up question shows"
+    for section in statement.levels:
+        # The Ask gives away nothing the level or a later one checks; a clarification may
+        # state a convention of its own level when asked (LoRA's alpha / r), never a later one's.
+        asked = _plain(" ".join(f"{c.question} {c.answer}" for c in section.clarifications))
+        found = [g for level, strings in giveaways.items() for g in strings
+                 if (level >= section.number and _plain(g) in _plain(section.ask))
+                 or (level > section.number and _plain(g) in asked)]
+        assert not found, f"level {section.number}'s Ask or clarifications give away {found}"
+
+
+@pytest.mark.parametrize("kata", KATAS, ids=IDS)
+def test_paraphrased_questions_are_written_for_kata_ask(kata):
+    """At least 6 paraphrases per kata, each naming a clarification that exists (or "" for
+    off-topic), one of them off-topic."""
+    paraphrases = _interview_data(kata)["paraphrases"]
+    ids = {c.id for c in load_statement(kata).clarifications()}
+    assert len(paraphrases) >= 6 and any(p["expect"] == "" for p in paraphrases)
+    assert all(p["expect"] in ids | {""} for p in paraphrases), [p for p in paraphrases if p["expect"] not in ids | {""}]
+
+
 @pytest.mark.parametrize("kata", KATAS, ids=IDS)
 def test_walkthrough_runs_headless(kata, tmp_path):
     assert kata.notebook_path.is_file(), f"{kata.notebook_path} is missing"
