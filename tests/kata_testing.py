@@ -37,6 +37,7 @@ from pathlib import Path
 
 from grader.catalog import REPO_ROOT, Kata, load_catalog
 from grader.engine.report import Scorecard
+from grader.engine.suite_listing import list_tests
 from grader.grading import grade, test_levels
 
 if sys.version_info >= (3, 11):
@@ -167,8 +168,9 @@ def is_detail_bug(entry: BuggyEntry, card: Scorecard) -> bool:
 
 def assert_rejected_at_level(slug: str, entry: BuggyEntry, seed: int = SEED) -> Scorecard:
     """Graded with the tests that decide the verdict: under SEED, every test below the bug's
-    level (none may fail) and the tests meant to reject it; under any other seed, the tests
-    meant to reject it alone. (Each test starts from its own random state, so leaving other
+    level (none may fail) and the tests meant to reject it (for a detail bug, every test of
+    its level too: the level must still pass); under any other seed, the tests meant to
+    reject it alone. (Each test starts from its own random state, so leaving other
     tests out changes nothing these see.) That a bug fails nothing earlier is checked under
     SEED here and under every seed by scripts/corpus_sweep.py, which grades whole levels (a
     level-3 lora bug: 9.4 s with levels 1 and 2, 3.3 s without)."""
@@ -182,11 +184,18 @@ def assert_rejected_at_level(slug: str, entry: BuggyEntry, seed: int = SEED) -> 
 
 def deciding_tests(slug: str, entry: BuggyEntry) -> frozenset[str] | None:
     """The tests below the bug's level and its `rejected_by` (None: every test of its
-    levels, when the suite's tests and levels cannot be had)."""
+    levels, for a detail bug, whose level's core tests must pass, and when the suite's tests
+    and levels cannot be had)."""
     levels = _test_levels(slug)
-    if levels is None:
+    if levels is None or set(entry.rejected_by) <= _detail_tests(slug):
         return None
     return frozenset(name for name, level in levels.items() if level < entry.level) | set(entry.rejected_by)
+
+
+@lru_cache(maxsize=None)
+def _detail_tests(slug: str) -> frozenset[str]:
+    """The suite's detail tests, from its source (none when the source alone cannot say)."""
+    return frozenset(t["name"] for t in list_tests(kata(slug).suite_path) or () if t["detail"])
 
 
 @lru_cache(maxsize=None)

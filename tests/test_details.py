@@ -18,7 +18,7 @@ from grader.engine.runner import TestResult
 from grader.engine.suite_listing import detail_tests, list_tests
 from grader.sessions import plan_grade, session_details_missed, session_signal
 from grader.store import Store
-from tests.kata_testing import BuggyEntry, corpus_file, grade_file, rejection_problem
+from tests.kata_testing import BuggyEntry, assert_rejected_at_level, corpus_file, grade_file, rejection_problem
 from tests.test_load_errors import _collected
 
 KV_BUDGET_DETAILS = {"test_fractional_bytes_per_param_are_not_rounded", "test_zero_reserve_means_no_reserve",
@@ -200,6 +200,19 @@ def test_the_corpus_check_wants_a_detail_bug_to_pass_its_level_and_a_core_bug_to
     assert "only details of the level failed" in rejection_problem("k", core_bug, only_detail)
     declared = BuggyEntry(file="buggy_d.py", level=1, rejected_by=("dtypes",), detail=False)
     assert "detail = false" in rejection_problem("k", declared, only_detail)
+
+
+def test_a_detail_bug_is_checked_against_every_test_of_its_level():
+    """Under the first seed a core bug is graded with the tests below its level and its
+    rejecting tests; a detail bug with its whole level, whose core tests must all pass."""
+    from tests.kata_testing import corpus_manifest, deciding_tests
+
+    entries = {e.file: e for e in corpus_manifest("kv-budget").buggy}
+    assert deciding_tests("kv-budget", entries["buggy_zero_seqs_raise.py"]) is None
+    assert deciding_tests("kv-budget", entries["buggy_zero_reserve_means_default.py"]) is not None  # core too
+    card = assert_rejected_at_level("kv-budget", entries["buggy_zero_seqs_raise.py"])
+    two = card.levels[1]
+    assert two.passed and two.num_tests > 1 and two.details_missed and card.score < 100
 
 
 # ---------------------------------------------------------------------------- sessions and the debrief
