@@ -244,6 +244,11 @@ class Store:
     def sessions_for_homework(self, homework: str) -> list[Session]:
         return self._sessions("homework = ? ORDER BY started_at", (homework,))
 
+    def latest_session(self, kata: str) -> Session | None:
+        """The most recent session of `kata`, timed or mock, active or not."""
+        found = self._sessions("kata = ? ORDER BY started_at DESC, id DESC LIMIT 1", (kata,))
+        return found[0] if found else None
+
     def mock_sessions(self, kata: str | None = None) -> list[Session]:
         """Every mock, newest first."""
         if kata:
