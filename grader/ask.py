@@ -16,6 +16,8 @@ Framework: BM25 and Beyond", 2009; rank_bm25's BM25Okapi, k1 = 1.5, b = 0.75):
   the question in the statement" (a paraphrase that also names the keys can score above 1).
   Raw BM25 is in units of IDF, which depend on how many clarifications a kata has; the ratio
   is comparable across katas, so one THRESHOLD serves them all.
+- A question worded as a revealed clarification's own (as `kata ask --list` shows them) gets
+  that answer, score 1.0, before any ranking.
 - At or above THRESHOLD: the match's answer if its level is revealed. If not, and no
   revealed clarification scores as high (normalised), "That comes later in the interview."
   and nothing of the match (question, answer, id, keys, level). Below THRESHOLD: the
@@ -120,6 +122,16 @@ class Matcher:
                 self._bm25.idf[word] = max(idf, _IDF_FLOOR)
         self._self_scores = [self.raw_scores(c.question)[i] for i, c in enumerate(self.clarifications)]
 
+    def verbatim(self, question: str, levels: Iterable[int] | None = None) -> Clarification | None:
+        """The clarification of `levels` (None: all) whose written question this is, word for
+        word (as `words` sees them): `kata ask --list` shows the questions, and one asked as
+        listed gets its own answer, whatever BM25 ranks first. Two levels that ask alike
+        ("Which arguments are errors?"): the later level's, the one in play."""
+        wanted = None if levels is None else set(levels)
+        asked = words(question)
+        same = [c for c in self.clarifications if (wanted is None or c.level in wanted) and words(c.question) == asked]
+        return max(same, key=lambda c: c.level, default=None) if asked else None
+
     def raw_scores(self, question: str) -> list[float]:
         """Each clarification's BM25 score for `question`, in statement order."""
         query = words(question)
@@ -141,6 +153,8 @@ class Matcher:
 
     def ask(self, question: str, revealed: Iterable[int] | None = None) -> Reply:
         """The interviewer's reply; `revealed`: the levels that may be answered (None: all)."""
+        if verbatim := self.verbatim(question, revealed):
+            return Reply(question, ANSWERED, 1.0, verbatim)
         match, score = self.best(question)
         if match is None or score < THRESHOLD:
             return Reply(question, YOURS, score)

@@ -251,11 +251,21 @@ def test_a_later_levels_question_is_later_and_names_nothing_of_it():
 
 def test_a_revealed_clarification_as_close_as_a_later_one_is_answered():
     """kv-budget's levels 2 and 3 both ask "Which arguments are errors?": at level 2 of a
-    mock the question is level 2's, not "later"."""
-    statement = kv_budget_statement()
-    matcher = Matcher(statement.clarifications())
-    question = statement.clarifications([2])[-1].question
-    assert matcher.ask(question, revealed={1, 2}).clarification.level == 2
+    mock a question like it is level 2's, not "later"."""
+    matcher = Matcher(kv_budget_statement().clarifications())
+    reworded = "Which arguments count as errors?"
+    assert matcher.ask(reworded).clarification.id == "roofline-errors"  # BM25's first, level 3
+    assert matcher.ask(reworded, revealed={1, 2}).clarification.id == "capacity-errors"
+
+
+def test_a_listed_question_asked_as_listed_gets_its_own_answer():
+    """Asked word for word, a revealed clarification's question gets its answer whatever BM25
+    ranks first (scheduler's "Which requests does add_request reject?" ranked another
+    clarification about add_request first); two levels asking alike: the later level's."""
+    matcher = Matcher(kv_budget_statement().clarifications())
+    assert matcher.ask("Which arguments are errors?", revealed={1, 2}).clarification.id == "capacity-errors"
+    assert matcher.ask("which ARGUMENTS are errors", revealed={1, 2, 3}).clarification.id == "roofline-errors"
+    assert matcher.ask("Which arguments are errors?", revealed={1}).outcome == LATER_LEVEL
 
 
 def every_layered_kata():
@@ -264,8 +274,8 @@ def every_layered_kata():
 
 @pytest.mark.parametrize("kata", every_layered_kata(), ids=lambda k: k.slug)
 def test_every_clarifications_own_question_gets_its_own_answer_once_revealed(kata):
-    """Asked in a mock that has reached its level, a clarification's written question is
-    answered by that clarification, with the score that defines 1.0."""
+    """Asked in a mock that has reached its level (as `kata ask --list` shows it), a
+    clarification's written question is answered by that clarification, score 1.0."""
     statement = load_statement(kata)
     matcher = Matcher(statement.clarifications())
     for c in statement.clarifications():
@@ -467,12 +477,17 @@ def test_usage_errors_exit_2_with_a_next_step(args, message, next_step):
     assert asks() == []
 
 
-def test_a_statement_without_clarifications_says_where_the_rules_are():
-    plain = next((k for k in load_catalog().katas.values() if not load_statement(k).clarifications()), None)
-    if plain is None:
-        pytest.skip("every statement has clarifications now")
-    result = invoke("ask", "Anything?", plain.slug)
-    assert result.exit_code == 2 and f"kata show {plain.slug}" in result.output
+def test_a_statement_without_clarifications_says_where_the_rules_are(monkeypatch):
+    """A coach's kata in the first skeleton states every rule and has nothing to ask."""
+    from grader.cli.commands import ask as ask_command
+
+    plain = parse_statement("# Plain\n\n## The interview\n\nAdd.\n\n## Level 1 — Add (~10 min)\n\nAdd two ints."
+                            "\n\n## Worked example\n\n1 + 1 = 2\n\n## Constraints\n\nints\n\n"
+                            "## Follow-up questions\n\n- Why?\n")
+    monkeypatch.setattr(ask_command, "load_statement", lambda kata: plain)
+    result = invoke("ask", "Anything?", "kv-budget")
+    assert result.exit_code == 2 and "kata show kv-budget" in result.output
+    assert "has no clarifications" in " ".join(result.output.split())
 
 
 def test_a_question_from_the_terminal_cannot_act_on_it():
