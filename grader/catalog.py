@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import CatalogError
+from grader.text_match import tokens
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,13 +60,23 @@ class Level:
     hints: tuple[str, ...]
 
 
+# Per point of a follow-up: groups of alternative key terms. The point counts when every group
+# has an alternative in the answer (grader/followups.py).
+PointKeys = tuple[tuple[str, ...], ...]
+
+
 @dataclass(frozen=True)
 class Followup:
     """A discussion question for the end of an interview, with the points an interviewer
-    listens for in a good answer (empty when the kata's toml gives none)."""
+    listens for in a good answer (empty when the kata's toml gives none), each point's key
+    terms (`keys[i]` belongs to `points[i]`; empty for a point given as plain text) and the
+    lowest level whose content the question and its points need: a mock asks it only once
+    that level is revealed."""
 
     question: str
     points: tuple[str, ...] = ()
+    keys: tuple[PointKeys, ...] = ()
+    level: int = 1
 
     def __str__(self) -> str:
         return self.question
@@ -190,7 +201,7 @@ def load_kata(folder: Path) -> Kata:
         raise CatalogError(f"{where}kata.toml: field 'levels' must number the levels 1, 2, ... in order")
     kata = Kata(slug=slug, module=module, title=get.text("title"), minutes=get.integer("minutes"),
                 difficulty=difficulty, tags=tuple(get.items("tags", str)), summary=get.text("summary"),
-                levels=levels, followups=_followups(get.items("followups"), f"{where}kata.toml"),
+                levels=levels, followups=_followups(get.items("followups"), f"{where}kata.toml", len(levels)),
                 folder=folder, support=tuple(data.get("support", [])),
                 judges=get.integer("judges") if "judges" in data else 1)
     for name in kata.support:
@@ -202,19 +213,66 @@ def load_kata(folder: Path) -> Kata:
     return kata
 
 
-def _followups(raw: list, where: str) -> tuple[Followup, ...]:
-    """`followups = ["question", ...]` or `[[followups]] question = "..." points = [...]`."""
+def _followups(raw: list, where: str, num_levels: int) -> tuple[Followup, ...]:
+    """`followups = ["question", ...]`, or one table per question::
+
+        [[followups]]
+        question = "..."
+        level = 2                  # asked once level 2 is revealed (default: the last level)
+
+        [[followups.points]]       # one table per point, in order
+        text = "what an interviewer listens for"
+        keys = [["kv cache", "cache the keys"], ["quadratic", "O(t^2)"]]
+
+    A point may also be plain text (`points = ["...", ...]`): then only a self-mark counts it.
+    """
     out = []
     for i, item in enumerate(raw):
+        here = f"{where}: followups[{i}]"
         if isinstance(item, str) and item.strip():
-            out.append(Followup(item))
-        elif isinstance(item, dict) and isinstance(item.get("question"), str) and item["question"].strip() \
-                and isinstance(item.get("points", []), list) and all(isinstance(p, str) for p in item.get("points", [])):
-            out.append(Followup(item["question"], tuple(item.get("points", []))))
-        else:
-            raise CatalogError(f"{where}: followups[{i}] must be a question, or a table with "
-                               "question = \"...\" and points = [\"...\", ...]")
+            out.append(Followup(item, level=num_levels))
+            continue
+        if not (isinstance(item, dict) and isinstance(item.get("question"), str) and item["question"].strip()):
+            raise CatalogError(f"{here} must be a question, or a table with question = \"...\", "
+                               "level = N and [[followups.points]] tables")
+        level = item.get("level", num_levels)
+        if not isinstance(level, int) or isinstance(level, bool) or not 1 <= level <= num_levels:
+            raise CatalogError(f"{here}: field 'level' must be one of the kata's levels, 1..{num_levels}, "
+                               f"got {level!r}")
+        raw_points = item.get("points", [])
+        if not isinstance(raw_points, list):
+            raise CatalogError(f"{here}: field 'points' must be a list of [[followups.points]] tables")
+        points = [_point(p, f"{here}.points[{j}]") for j, p in enumerate(raw_points)]
+        out.append(Followup(item["question"], tuple(text for text, _ in points),
+                            tuple(keys for _, keys in points), level))
     return tuple(out)
+
+
+_KEYS_EXAMPLE = 'e.g. keys = [["kv cache", "cache the keys"], ["quadratic", "O(t^2)"]]'
+
+
+def _point(raw: Any, where: str) -> tuple[str, PointKeys]:
+    """One point: plain text (no keys), or a table with text and keys."""
+    if isinstance(raw, str) and raw.strip():
+        return raw, ()
+    if not isinstance(raw, dict):
+        raise CatalogError(f"{where} must be a table with text = \"...\" and keys = [[...], ...]")
+    text = raw.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise CatalogError(f"{where}: field 'text' must be a non-empty string")
+    if "keys" not in raw:
+        raise CatalogError(f"{where}: field 'keys' is missing", hint=_KEYS_EXAMPLE)
+    groups = raw["keys"]
+    if not (isinstance(groups, list) and groups and all(
+            isinstance(g, list) and g and all(isinstance(t, str) for t in g) for g in groups)):
+        raise CatalogError(f"{where}: field 'keys' must be a list of groups, each a non-empty list of "
+                           "alternative key terms", hint=_KEYS_EXAMPLE)
+    for group in groups:
+        for term in group:
+            if not tokens(term):
+                raise CatalogError(f"{where}: field 'keys' holds the term {term!r}, which has no letter or "
+                                   "digit to match", hint=_KEYS_EXAMPLE)
+    return text, tuple(tuple(g) for g in groups)
 
 
 def _level(raw: Any, where: str) -> Level:

@@ -1,7 +1,8 @@
 """The debrief of a mock interview, as data: per level the time used against its minutes,
 the grade attempts, the hints and the first failing property of each failed attempt; the
-interview signal from the levels' pass times; the follow-up coverage; and one line on what
-to practise next. Levels the mock never revealed appear by number only.
+interview signal from the levels' pass times; each follow-up's answer scored point by point
+(grader/followups.py) with the totals; and one line on what to practise next. Levels the
+mock never revealed appear by number only.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from grader import clock
 from grader.catalog import Catalog, Kata
-from grader.mock import coverage
+from grader.followups import coverage, score_mock
 from grader.progress import most_needed
 from grader.sessions import LevelClock, level_clocks, session_details_missed, session_signal
 from grader.store import Session, Store
@@ -36,18 +37,13 @@ def build_debrief(store: Store, session: Session, kata: Kata, catalog: Catalog) 
             "failed_attempts": [a for a in attempts if a["first_failure"] is not None],
             "details_missed": missed.get(c.level, []) if c.passed_at is not None else []})
     record = store.mock(session.id)
-    followups = []
-    if record and record.followups:
-        for i, question in enumerate(record.followups):
-            marks = record.marks[i] if record.marks else None
-            followups.append({**question, "answer": record.answers[i] if record.answers else None,
-                              "covered": marks})
+    followups = score_mock(record.followups or [], record.answers, record.marks) if record else []
     debrief = {
         "kata": kata.slug, "session_id": session.id, "started_at": session.started_at,
         "ended_at": session.ended_at, "end_reason": session.end_reason, "minutes": session.minutes,
         "time_used_s": round(until - session.started_at, 1), "levels": levels,
         "signal": session_signal(clocks, session.deadline, missed), "followups": followups,
-        "coverage": coverage(record.followups or [], record.marks) if record else None,
+        "coverage": coverage(followups),
     }
     debrief["practise_next"] = practise_next(debrief, kata, clocks, store, catalog)
     return debrief

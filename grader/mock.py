@@ -7,13 +7,14 @@ The rules a mock keeps:
   A level not reached stays unnamed (its number only), so a later mock of the same kata is
   still a surprise.
 - The follow-ups are asked when the coding part ends (every level passed, time ran out, or
-  `--stop`); each answer is recorded before its answer key is shown; the candidate then marks
-  the points they covered.
+  `--stop`), only those of a revealed level; each answer is recorded before its answer key is
+  shown, then scored by the key's terms (grader/followups.py); the candidate may mark the
+  points they covered instead, which overrides that score.
 - Answers can come from a file (``kata mock --answers FILE``), TOML or JSON::
 
       [[answers]]                 # one table per question, in the order asked
       answer = "what you would say"
-      covered = [1, 3]            # optional: the numbers of the points you covered
+      covered = [1, 3]            # optional: the points you covered (overrides the keys)
 
 Data only: the CLI asks the questions and prints (grader/cli/commands/mock.py).
 """
@@ -44,7 +45,7 @@ ANSWERS_FORMAT = """\
 answer = \"\"\"
 What you would say to the interviewer.
 \"\"\"
-covered = [1, 3]   # optional: the answer key's points you covered, by number
+covered = [1, 3]   # optional: the points you covered (overrides the keys)
 
 [[answers]]
 answer = "..."
@@ -130,11 +131,14 @@ def gives_away(text: str, terms: set[str]) -> bool:
 
 
 def choose_followups(kata: Kata, store: Store, session: Session, revealed: set[int]) -> list[dict[str, Any]]:
-    """The questions to ask: the kata's follow-ups that give away no hidden level, asked least
-    often in earlier mocks first (ties drawn, seeded by the session so a rerun asks the same)."""
+    """The questions to ask: the kata's follow-ups of a revealed level (at most the highest
+    revealed) that give away no hidden level either, asked least often in earlier mocks first
+    (ties drawn, seeded by the session so a rerun asks the same)."""
     statement = load_statement(kata)
     terms = hidden_terms(statement, revealed)
-    fitting = [i for i, f in enumerate(kata.followups) if not gives_away(" ".join((f.question, *f.points)), terms)]
+    reached = max(revealed, default=1)
+    fitting = [i for i, f in enumerate(kata.followups)
+               if f.level <= reached and not gives_away(" ".join((f.question, *f.points)), terms)]
     asked: Counter[int] = Counter()
     for other in store.mock_sessions(kata.slug):
         record = store.mock(other.id)
@@ -142,14 +146,16 @@ def choose_followups(kata: Kata, store: Store, session: Session, revealed: set[i
             asked.update(q["index"] for q in record.followups)
     draw = random.Random(session.id)
     order = sorted(fitting, key=lambda i: (asked[i], draw.random()))
-    return [{"index": i, "question": kata.followups[i].question, "points": list(kata.followups[i].points)}
-            for i in order[:NUM_FOLLOWUPS]]
+    return [{"index": i, "question": f.question, "points": list(f.points), "level": f.level,
+             "keys": [[list(group) for group in point] for point in f.keys]}
+            for i in order[:NUM_FOLLOWUPS] for f in [kata.followups[i]]]
 
 
 @dataclass(frozen=True)
 class AnswersFile:
     answers: tuple[str, ...]
-    covered: tuple[tuple[int, ...], ...] | None  # None: the file marks nothing yet
+    # Per answer its self-mark (None: the keys' score stands); None when the file marks none.
+    covered: tuple[tuple[int, ...] | None, ...] | None
 
 
 def read_answers(path: Path, questions: list[dict[str, Any]]) -> AnswersFile:
@@ -179,11 +185,8 @@ def read_answers(path: Path, questions: list[dict[str, Any]]) -> AnswersFile:
         answers.append(answer.strip())
         covered.append(None if "covered" not in item else
                        parse_marks(item["covered"], len(question["points"]), f"{where}: answers[{i}]: covered"))
-    marked = [c for c in covered if c is not None]
-    if marked and len(marked) != len(covered):
-        raise KataError(f"{where}: mark every answer or none: add covered = [...] to each [[answers]] "
-                        "(an empty list when you covered no point)")
-    return AnswersFile(tuple(answers), tuple(marked) if marked else None)
+    marked = any(c is not None for c in covered)
+    return AnswersFile(tuple(answers), tuple(covered) if marked else None)
 
 
 def parse_marks(value: Any, num_points: int, where: str) -> tuple[int, ...]:
@@ -200,8 +203,3 @@ def parse_marks(value: Any, num_points: int, where: str) -> tuple[int, ...]:
         raise KataError(f"{where}: {bad} not among the points 1..{num_points}")
     return tuple(sorted(set(value)))
 
-
-def coverage(followups: list[dict[str, Any]], marks: list[list[int]] | None) -> dict[str, int] | None:
-    if marks is None:
-        return None
-    return {"covered": sum(len(m) for m in marks), "points": sum(len(q["points"]) for q in followups)}

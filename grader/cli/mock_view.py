@@ -13,6 +13,7 @@ from rich.text import Text
 
 from grader import textsafe
 from grader.cli import output
+from grader.followups import score_words
 from grader.mock import ANSWERS_FORMAT
 
 console = output.console
@@ -58,15 +59,41 @@ def print_questions(questions: list[dict[str, Any]], answers_hint: bool) -> None
         console.print(Text(ANSWERS_FORMAT, style="dim"))
 
 
-def print_answer_key(questions: list[dict[str, Any]], answers: list[str],
-                     marks: list[list[int]] | None, first_number: int = 1) -> None:
-    for i, q in enumerate(questions, start=first_number):
+def print_answer_key(entries: list[dict[str, Any]], first_number: int = 1) -> None:
+    """Each scored answer (grader/followups.py, score_mock) with its full answer key: every
+    point, ✓ where it counts and ✗ where it does not, with the key terms of the points missed."""
+    for i, q in enumerate(entries, start=first_number):
         console.print(Text(f"\n{i}. {q['question']}", style="bold"))
-        console.print(Text("your answer: ", style="cyan") + textsafe.text(_clip(answers[i - first_number])))
-        console.print(Text("what an interviewer listens for:", style="cyan"))
-        covered = set(marks[i - first_number]) if marks else set()
-        console.print(_numbered([(("✓ " if n in covered else "  ") + f"{n}.", point)
-                                 for n, point in enumerate(q["points"], start=1)]))
+        if q.get("answer") is not None:
+            console.print(Text("your answer: ", style="cyan") + textsafe.text(_clip(q["answer"])))
+        console.print(Text(f"what an interviewer listens for ({score_words(q)}):", style="cyan"))
+        console.print(_key_points(q))
+
+
+def _key_points(q: dict[str, Any]) -> Table:
+    covered, found = set(q.get("covered") or []), q.get("found")
+    keys = q.get("keys") or []
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, justify="right")
+    grid.add_column(overflow="fold")
+    for n, point in enumerate(q["points"], start=1):
+        text = Text(point)
+        if q.get("self_marked") is not None and found is not None and (n in found) != (n in covered):
+            text.append(" (the keys found it)" if n in found else " (the keys did not find it)", style="dim")
+        if n not in covered and n <= len(keys) and keys[n - 1]:
+            text.append("\nkeys: " + key_words(keys[n - 1]), style="dim")
+        mark = Text("✓", style="green") if n in covered else Text("✗", style="red")
+        grid.add_row(Text("  ") + mark + Text(f" {n}."), text)
+    return grid
+
+
+def key_words(groups: list[list[str]], num_shown: int = 4) -> str:
+    """A point's keys as a reader takes them in, the first few alternatives of each group:
+    (running max | row max) + rescale."""
+    def group(terms: list[str]) -> str:
+        shown = " | ".join(terms[:num_shown]) + (" | …" if len(terms) > num_shown else "")
+        return shown if len(terms) == 1 else f"({shown})"
+    return " + ".join(group(g) for g in groups)
 
 
 def _numbered(items: list[tuple[str, str]]) -> Table:
@@ -83,7 +110,8 @@ def _clip(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def print_debrief(debrief: dict[str, Any]) -> None:
+def print_debrief(debrief: dict[str, Any], answer_keys: bool = True) -> None:
+    """The debrief; `answer_keys=False` where each answer key was shown moments before."""
     reason = {"passed": "every level passed", "stopped": "stopped", "time": "the time ran out"}.get(
         debrief["end_reason"] or "", debrief["end_reason"] or "")
     console.print(Text(f"\nDebrief: mock of {debrief['kata']}", style="bold") +
@@ -110,18 +138,32 @@ def print_debrief(debrief: dict[str, Any]) -> None:
             console.print(f"  while on level {level} ({attempt['score']}/100): "
                           f"{textsafe.markup(attempt['first_failure'])}")
     console.print(f"interview signal: [bold]{escape(debrief['signal'])}[/]")
-    cov = debrief["coverage"]
-    if not debrief["followups"]:
-        console.print("follow-ups: none asked")
-    elif cov is None:
-        console.print("follow-ups: answered, not marked yet (add covered = [...] to your answers file "
-                      "and run `kata mock --answers FILE` again)" if any(q["answer"] for q in debrief["followups"])
-                      else "follow-ups: not answered")
-    else:
-        console.print(f"follow-ups: you covered {cov['covered']} of {cov['points']} points")
-        console.print(_numbered([(f"{i}. {len(q['covered'] or [])}/{len(q['points'])}", q["question"])
-                                 for i, q in enumerate(debrief["followups"], start=1)]))
+    _print_followups(debrief, answer_keys)
     console.print(f"practise next: {textsafe.markup(debrief['practise_next'])}")  # may quote a failure
+
+
+def _print_followups(debrief: dict[str, Any], answer_keys: bool) -> None:
+    cov, entries = debrief["coverage"], debrief["followups"]
+    if not entries:
+        console.print("follow-ups: none asked")
+        return
+    if cov is None:
+        console.print("follow-ups: not answered")
+        return
+    num_marked = cov.get("self_marked", 0)
+    if "found" not in cov:  # a debrief recorded before answers were scored by their keys
+        how = "self-marked"
+    elif not num_marked:
+        how = "scored by the answer keys"
+    else:
+        how = (f"{num_marked} answer{'s' if num_marked > 1 else ''} self-marked; "
+               f"the keys found {cov['found']} of {cov['points']}")
+    console.print(f"follow-ups: you covered {cov['covered']} of {cov['points']} points ({how})")
+    if answer_keys:
+        print_answer_key(entries)
+    else:
+        console.print(_numbered([(f"{i}.", f"{score_words(q)}: {q['question']}")
+                                 for i, q in enumerate(entries, start=1)]))
 
 
 def print_mock_list(rows: list[dict[str, Any]]) -> None:

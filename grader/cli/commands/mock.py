@@ -19,6 +19,7 @@ from grader.cli.commands.start import begin
 from grader.cli.common import JsonOpt, OptionalSlugArg, catalog
 from grader.debrief import build_debrief
 from grader.errors import KataError
+from grader.followups import record_scores, score_answer
 from grader.mock import ANSWERS_FORMAT, choose_followups, parse_marks, read_answers
 from grader.progress import most_needed
 from grader.sessions import expire_if_due, level_clocks, pacing, revealed_levels, session_signal
@@ -188,12 +189,13 @@ def _followups(store: Store, cat: Catalog, session: Session) -> list[dict[str, A
 
 def _end_of_coding(store: Store, cat: Catalog, session: Session, answers_path: Path | None,
                    as_json: bool) -> None:
-    """Ask the follow-ups (from the file, or here), show the answer keys, take the marks,
-    then write and print the debrief."""
+    """Ask the follow-ups (from the file, or here), score them by their keys, show the answer
+    keys, take any self-marks, then write and print the debrief."""
     kata = cat.get(session.kata)
     questions = _followups(store, cat, session)
     record = store.mock(session.id)
     given = read_answers(answers_path, questions) if answers_path is not None else None
+    scored_now = False  # answers or self-marks recorded by this call: their scores go on record
     if not as_json and record.answers is None:
         output.console.print(f"\n[bold]The coding part is over[/] ({_END_WORDS.get(session.end_reason, '')}).")
     if record.answers is None and questions:
@@ -209,6 +211,7 @@ def _end_of_coding(store: Store, cat: Catalog, session: Session, answers_path: P
                 mock_view.print_questions(questions, answers_hint=True)
             return
         store.update_mock(session.id, answers=answers)  # before the answer keys are shown
+        scored_now = True
     elif record.answers is None:
         store.update_mock(session.id, answers=[], marks=[])
     elif given is not None and list(given.answers) != record.answers:
@@ -219,19 +222,19 @@ def _end_of_coding(store: Store, cat: Catalog, session: Session, answers_path: P
     key_shown = False
     if record.marks is None and questions:
         if given is not None and given.covered is not None:
-            store.update_mock(session.id, marks=[list(c) for c in given.covered])
+            store.update_mock(session.id, marks=[None if c is None else list(c) for c in given.covered])
+            scored_now = True
         elif interactive() and not as_json and given is None:
             store.update_mock(session.id, marks=_ask_marks(questions, record.answers))
-            key_shown = True
-        record = store.mock(session.id)
+            key_shown = scored_now = True
     debrief = build_debrief(store, session, kata, cat)
     store.update_mock(session.id, debrief=debrief, finished_at=clock.now())
+    if scored_now:
+        record_scores(store, kata.slug, session.id, debrief["followups"])
     if as_json:
         output.print_json({"kata": kata.slug, "session_id": session.id, "debrief": debrief})
         return
-    if questions and not key_shown:
-        mock_view.print_answer_key(questions, record.answers, record.marks)
-    mock_view.print_debrief(debrief)
+    mock_view.print_debrief(debrief, answer_keys=not key_shown)
 
 
 def _ask_answers(questions: list[dict[str, Any]]) -> list[str]:
@@ -246,24 +249,28 @@ def _ask_answers(questions: list[dict[str, Any]]) -> list[str]:
     return answers
 
 
-def _ask_marks(questions: list[dict[str, Any]], answers: list[str]) -> list[list[int]]:
-    """Per question: its answer key, then the points the candidate covered."""
-    marks = []
+def _ask_marks(questions: list[dict[str, Any]], answers: list[str]) -> list[list[int] | None]:
+    """Per question: its answer key with the points the keys found, then the candidate's own
+    mark if they disagree (None: the keys' score stands)."""
+    marks: list[list[int] | None] = []
     for i, q in enumerate(questions, start=1):
-        mock_view.print_answer_key([q], [answers[i - 1]], None, first_number=i)
+        scored = {**q, "answer": answers[i - 1], **score_answer(q, answers[i - 1], None)}
+        mock_view.print_answer_key([scored], first_number=i)
         while True:
-            output.console.print(f"question {i}: the numbers of the points you covered "
-                                 f"(e.g. 1, 3; blank for none): ", end="")
+            found = "no keys" if scored["found"] is None else \
+                f"the keys found {len(scored['found'])} of {scored['num_points']}"
+            output.console.print(f"question {i}: {found}. Enter keeps that, or type the points you covered "
+                                 "(e.g. 1, 3; none for none): ", end="")
             line = sys.stdin.readline()
             text = line.strip()
+            if not text or text.lower() in ("none", "0", "-"):
+                marks.append([] if text else None)
+                break
             try:
                 marks.append(list(parse_marks(text, len(q["points"]), f"question {i}")))
                 break
             except KataError as exc:
                 output.err_console.print(f"[red]{escape(exc.message)}[/]")
-                if not line:  # end of input: nothing more will come
-                    marks.append([])
-                    break
     return marks
 
 
