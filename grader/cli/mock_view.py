@@ -156,8 +156,7 @@ def _print_followups(debrief: dict[str, Any], answer_keys: bool) -> None:
     elif not num_marked:
         how = "scored by the answer keys"
     else:
-        how = (f"{num_marked} answer{'s' if num_marked > 1 else ''} self-marked; "
-               f"the keys found {cov['found']} of {cov['points']}")
+        how = f"{num_marked} answer{'s' if num_marked > 1 else ''} self-marked; keys found {cov['found']}"
     console.print(f"follow-ups: you covered {cov['covered']} of {cov['points']} points ({how})")
     if answer_keys:
         print_answer_key(entries)
