@@ -75,10 +75,9 @@ SETTLED_BY = {
         ('ask', 'when-copy', 'free-shared', 'three-holders', 'cow-room'),
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
-# Forking an empty request is an edge; sharing, the copy rule and its counts are the level.
-DETAILS = {
-    'fork of a request holding no block gives a child holding none',
-}
+# None: forking an empty request looks like an edge, but test_fork_shares_every_block and
+# the lockstep run (core) catch a solution that refuses it (checked with a probe).
+DETAILS: set[str] = set()
 
 
 @kata_test(level=2, category="correctness", weight=2,

@@ -109,13 +109,12 @@ SETTLED_BY = {
         ('ask', 'prefix-match', 'last-token', 'what-cached', 'cached-free', 'eviction'),
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
-# A block cached twice (which copy keeps the entry) and the order within one free() are
-# tie-breaks (rulings.md settles the first); the hash chain, the last-token cap, room and
-# LRU eviction are the level.
+# Only 'already cached' judged after the fresh blocks are taken (rulings.md). The order
+# within one free() and a block cached twice are tie-breaks too, but the core
+# test_hit_counts_follow_the_eviction_order and the lockstep run catch them
+# (buggy_forward_order_eviction.py, buggy_recaches_duplicate_prefix.py under several seeds).
 DETAILS = {
     "'already cached' is judged after the call's fresh blocks are taken",
-    'a full block whose prefix is already cached stays plain; the existing entry stays',
-    'when one free() releases several cached blocks, the later ones are evicted first',
 }
 
 

@@ -108,12 +108,9 @@ SETTLED_BY = {
         'rejected-id',
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
-# A rejected request's id used again later is an edge (rulings.md settles it); the
-# budget, the seats, the phase order and the chunk size are the level.
-DETAILS = {
-    'a rejected add_request leaves no trace: the id may be added later, the rejected '
-    'request never runs, a duplicate does not change the original',
-}
+# None: a rejected add_request's id used again is an edge, but the core
+# test_add_request_validation catches it (buggy_rejected_add_marks_seen.py, every seed).
+DETAILS: set[str] = set()
 
 LEVEL = 1
 

@@ -78,14 +78,10 @@ SETTLED_BY = {
         ('ask', 'abort-id', 'aging', 'aging-running'),
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
-# A failed abort's trace and a preempted request's wait count are edges (rulings.md
-# settles the second); abort, aging, the lock and the cost are the level.
-DETAILS = {
-    'a failed abort changes nothing: the unknown id may still be added, the next steps '
-    'are unchanged',
-    "aging: a preempted request's wait count restarts at 0 and the step it was preempted "
-    'in counts',
-}
+# None: a preempted request's wait count is an edge (rulings.md), but the exact schedule
+# (core) catches it under some seeds (buggy_aging_never_resets.py); a failed abort's test
+# also decides 'abort frees the KV blocks', a core rule.
+DETAILS: set[str] = set()
 
 
 @kata_test(level=3, category="correctness", weight=3,

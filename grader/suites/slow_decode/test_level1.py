@@ -57,11 +57,11 @@ SETTLED_BY = {
         'few-tokens',
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
-# 0 and 1 new tokens and a wasted step after the last token are edges; the same tokens
-# within the FLOP budget of a KV cache is the level. (A sequence that fills max_seq_len is
-# not a detail: test_tokens_match_on_other_model_shapes, which decides "any TinyLM", fills it.)
+# Only the budget of the shortest generations (a wasted step after the last token): 0 and 1
+# new tokens are edges too, but the core random test draws max_new_tokens = 0
+# (buggy_prefill_token_always_emitted.py); a sequence that fills max_seq_len is decided by
+# test_tokens_match_on_other_model_shapes, which also decides 'any TinyLM'.
 DETAILS = {
-    'max_new_tokens = 0 gives R empty lists; max_new_tokens = 1 needs the prefill only',
     'the budget holds for every generation: max_new_tokens = 1 is the prefill only, no '
     'step after the last token',
 }

@@ -52,12 +52,9 @@ SETTLED_BY = {
         ('ask', 'what-syncs', 'sync-count'),
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
-# eos_id = 0 and an EOS inside a prompt are edges; stopping at the EOS, finished rows
-# that cost nothing and one sync a step are the level.
-DETAILS = {
-    "eos_id = 0 is an EOS like any other id (not 'no eos_id')",
-    'only generated tokens count: an eos_id inside a prompt stops nothing',
-}
+# None: eos_id = 0 and an EOS inside a prompt are edges, but core tests catch both
+# (buggy_eos_zero_is_no_eos.py every seed, buggy_eos_in_prompt_counts.py under some).
+DETAILS: set[str] = set()
 
 SCENARIO_SEEDS = st.sampled_from((0, 1, 2, 3))
 
