@@ -65,7 +65,7 @@ STOP_WORDS = frozenset(tokens("""
     what which who whom whose when where why how whether
     any some such than too very just also own not no nor
     use used using need want get ok okay fine please thing way like
-"""))
+""") + ["s", "t", "d", "ll", "m", "re", "ve"])  # what's, don't, I'd, we'll, I'm, they're, I've
 
 YOUR_CALL = "Your call: decide, and say what you assumed."
 LATER = "That comes later in the interview."

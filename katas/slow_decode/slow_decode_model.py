@@ -12,11 +12,11 @@ sequence layout (padded, cached) it likes:
         x = x + block.mlp(x)                    # (B, T, C) -> (B, T, C)
     logits = model.logits(x)                    # (B, T, C) -> (B, T, V)
 
-Position p of a sequence is its p-th token, counted from 0 at the first prompt token: padding
-does not count. Attention is causal: position p sees positions 0..p of its own sequence.
+Position p of a sequence is its p-th token, counted from 0 at its first token. Attention is
+causal: position p sees positions 0..p of its own sequence.
 
-`generate_slow` is correct greedy decoding written the slow way: a Python loop per request,
-the full sequence recomputed at every step, a loop over heads, a `.item()` per token.
+`generate_slow` is correct greedy decoding, written the slow way: where its time goes is for
+you to find.
 
 Legend: B batch, T time, C d_model, H heads, D head dim (C = H * D), V vocabulary.
 """
