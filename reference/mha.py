@@ -39,13 +39,18 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None,
     if k.shape[2] != v.shape[2]:
         raise ValueError(f"k and v must have the same number of keys; got {k.shape[2]} and "
                          f"{v.shape[2]}")
+    _check_mask(attn_mask, is_causal, (q.shape[0], q.shape[1], q.shape[2], k.shape[2]))
+
+
+def _check_mask(attn_mask: Tensor | None, is_causal: bool, full: tuple[int, int, int, int]) -> None:
+    """ValueError for a mask attention() does not accept on scores of shape `full`
+    (B, H, Tq, Tk)."""
     if attn_mask is None:
         return
     if is_causal:
         raise ValueError("pass either attn_mask or is_causal=True, not both")
     if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
         raise ValueError(f"attn_mask must be bool or floating, got {attn_mask.dtype}")
-    full = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
     # By hand: torch.broadcast_shapes imports sympy on its first call (a third of a second).
     fits = attn_mask.dim() <= 4 and all(m in (1, f) for m, f in
                                         zip(reversed(attn_mask.shape), reversed(full)))
@@ -112,12 +117,16 @@ class KVCache:
         self.v: Tensor | None = None
 
     def update(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
-        """Append k_new, v_new (B, H_kv, T_new, D) along time; return all (k, v) cached."""
+        """Append k_new, v_new (B, H_kv, T_new, D) along time; return all (k, v) cached.
+        A call that raises (chunks that do not fit the cache) leaves the cache as it was."""
         if self.k is None or self.v is None:
             self.k, self.v = k_new, v_new
         else:
-            self.k = torch.cat([self.k, k_new], dim=2)  # (B, H_kv, seq_len + T_new, D)
-            self.v = torch.cat([self.v, v_new], dim=2)
+            # Both concatenated before either is stored: a v_new that does not fit must not
+            # leave k one chunk ahead of v.
+            k = torch.cat([self.k, k_new], dim=2)  # (B, H_kv, seq_len + T_new, D)
+            v = torch.cat([self.v, v_new], dim=2)
+            self.k, self.v = k, v
         return self.k, self.v
 
     @property
@@ -157,12 +166,15 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: Tensor, attn_mask: Tensor | None = None, is_causal: bool = False,
                 kv_cache: KVCache | None = None) -> Tensor:
         """x (B, T, d_model) -> (B, T, d_model). With kv_cache, x holds the new tokens only;
-        attn_mask then covers all cached keys: (..., T, kv_cache.seq_len + T)."""
+        attn_mask then covers all cached keys: (..., T, kv_cache.seq_len + T). A call that
+        raises leaves the cache as it was."""
         B, T, _ = x.shape
         q = self._split_heads(self.q_proj(x), self.n_heads)  # (B, H, T, D)
         k = self._split_heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, T, D)
         v = self._split_heads(self.v_proj(x), self.n_kv_heads)
         if kv_cache is not None:
+            # The mask is checked before the cache grows: a rejected call leaves it as it was.
+            _check_mask(attn_mask, is_causal, (B, self.n_heads, T, kv_cache.seq_len + T))
             k, v = kv_cache.update(k, v)  # (B, H_kv, Tk, D), Tk = cached + T
         group_size = self.n_heads // self.n_kv_heads
         k = k.repeat_interleave(group_size, dim=1)  # (B, H, Tk, D)

@@ -118,7 +118,8 @@ class MultiHeadAttention(nn.Module):
         values to the cache, and attend over everything cached (Tk = cache.seq_len after the
         update; an attn_mask is then (..., T, Tk)). Running a prompt and then its continuation
         token by token with is_causal=True equals one causal forward over the whole sequence.
+        A call that raises (e.g. a mask attention() rejects) leaves the cache as it was.
         """
-        # TODO level 2: project, split heads, (level 3: update the cache), share KV heads,
-        # attention, merge heads, output projection.
+        # TODO level 2: project, split heads, (level 3: check the mask against every key, then
+        # update the cache), share KV heads, attention, merge heads, output projection.
         raise NotImplementedError

@@ -1,6 +1,7 @@
 """Level 3 of mha: KVCache and incremental decoding — the cache appends and returns
 everything, a prompt then its continuation (token by token or in chunks) equals one
-causal pass, masks cover every cached key, nothing leaks between caches or calls."""
+causal pass, masks cover every cached key, a rejected call leaves the cache as it was,
+nothing leaks between caches or calls."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import Any
 import torch
 from hypothesis import example, given, settings, strategies as st
 
-from grader.protocol import call, expect, kata_test
+from grader.protocol import PropertyFailure, call, expect, kata_test
 from grader.suites._common import count_ops
-from grader.suites.mha.checks import (MODULE_TOLERANCE, close, forward, module_pair,
+from grader.suites.mha.checks import (MODULE_TOLERANCE, close, forward, kept, module_pair,
                                       raises_value_error, readable, reference_forward)
 from grader.suites.mha.lockstep import run_cached_decoding
 from grader.suites.mha.strategies import (ALL_DTYPES, GROUP_CONFIGS, mha_configs, mha_input, randn,
@@ -33,6 +34,8 @@ RULES = {
     "tokens only, the cached tokens only, too many)": "test_cached_forward_rejects_mask_not_over_all_keys",
     "a module reused with a fresh cache, or without one, starts over: nothing leaks from earlier calls":
         "test_module_reused_with_fresh_cache",
+    "a cached forward that raises (a bad mask, a mask of a bad shape) leaves the cache as it was: "
+    "seq_len, keys and values; the next call continues from it": "test_cached_forward_after_rejected_call",
     "a decode step does no work per cached token in Python": "test_decode_step_has_no_loop_over_cache",
 }
 
@@ -61,12 +64,20 @@ SETTLED_BY = {
     'a module reused with a fresh cache, or without one, starts over: nothing leaks from '
     'earlier calls':
         'cache-ownership',
+    'a cached forward that raises (a bad mask, a mask of a bad shape) leaves the cache as '
+    'it was: seq_len, keys and values; the next call continues from it':
+        'cache-rejected',
     'a decode step does no work per cached token in Python':
         'ask',
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
-# None: the empty-chunk and dtype rule shares its test with the core rules of update.
-DETAILS: set[str] = set()
+# A rejected call that grew the cache before the mask was checked is an ordering slip (the
+# strong exception guarantee), not a wrong cache: the rejection itself is core. The
+# empty-chunk and dtype rule shares its test with the core rules of update, so it stays core.
+DETAILS = {
+    'a cached forward that raises (a bad mask, a mask of a bad shape) leaves the cache as '
+    'it was: seq_len, keys and values; the next call continues from it',
+}
 
 
 def _update(cache: Any, k_new: torch.Tensor, v_new: torch.Tensor) -> Any:
@@ -223,7 +234,8 @@ def test_cached_forward_rejects_mask_not_over_all_keys(solution, reference):
                 "a bool mask (2, 3) over the earlier tokens only": torch.ones(2, 3, dtype=torch.bool),
                 "a float mask (2, 6), one key too many": torch.zeros(2, 6, dtype=torch.float64)}
     for what, mask in rejected.items():
-        # A fresh cache each time: what a rejected call leaves in the cache is not specified.
+        # A fresh cache each time keeps this test to the ValueError: what a rejected call
+        # leaves in the cache is test_cached_forward_after_rejected_call's rule.
         cache = call(solution.KVCache, what="KVCache()")
         forward(cand, prompt, is_causal=True, kv_cache=cache)
         ok, got = raises_value_error(lambda: cand(new.clone(), attn_mask=mask.clone(), kv_cache=cache),
@@ -236,6 +248,90 @@ def test_cached_forward_rejects_mask_not_over_all_keys(solution, reference):
     # Looking forward: the module with a new cache still decodes as one causal pass.
     _expect_decoding(solution, cand, ref, config, torch.cat([prompt, new], dim=1), (3, 2),
                      "after the rejected calls, a new cache")
+
+
+def _raised(fn: Any, what: str) -> tuple[bool, str]:
+    """(True, the exception's name) when fn() raises; a stub's NotImplementedError is a
+    failure of its own."""
+    try:
+        got = fn()
+    except NotImplementedError as exc:
+        raise PropertyFailure(f"{what} is not implemented yet (NotImplementedError)") from exc
+    except Exception as exc:  # noqa: BLE001 - any exception of candidate code counts as raising
+        return True, type(exc).__name__
+    return False, f"no exception (returned {type(got).__name__})"
+
+
+def _cached_keys_values(cache: Any, n_kv_heads: int, head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the cache holds, read back through update with an empty chunk (appends nothing)."""
+    empty = torch.zeros(1, n_kv_heads, 0, head_dim, dtype=torch.float64)
+    result = _update(cache, empty, empty)
+    expect(isinstance(result, tuple) and len(result) == 2, "update returns a (k, v) tuple",
+           input="update with an empty chunk (T_new = 0)", got=type(result).__name__)
+    return kept(result[0]), kept(result[1])
+
+
+# Masks a cached forward rejects after a 3-token prompt, with 2 new tokens (5 keys): bad
+# shapes (key axis, query axis, batch, dims) and bad masks (dtype, with is_causal).
+_REJECTED_CALLS = {
+    "a bool mask (2, 2) over the new tokens only": {"attn_mask": torch.ones(2, 2, dtype=torch.bool)},
+    "a float mask (2, 6), one key too many": {"attn_mask": torch.zeros(2, 6, dtype=torch.float64)},
+    "a bool mask (3, 5), 3 query rows for 2 new tokens": {"attn_mask": torch.ones(3, 5, dtype=torch.bool)},
+    "a bool mask (2, 1, 2, 5), a batch of 2 for x's batch of 1":
+        {"attn_mask": torch.ones(2, 1, 2, 5, dtype=torch.bool)},
+    "a bool mask (1, 1, 1, 2, 5) with 5 dims": {"attn_mask": torch.ones(1, 1, 1, 2, 5, dtype=torch.bool)},
+    "an int64 mask (2, 5)": {"attn_mask": torch.ones(2, 5, dtype=torch.int64)},
+    "a bool mask (2, 5) together with is_causal=True":
+        {"attn_mask": torch.ones(2, 5, dtype=torch.bool), "is_causal": True},
+}
+
+
+@kata_test(level=3, category="api contract", weight=0.5,
+           description="a cached forward that raises leaves the cache as it was; the next call continues from it")
+def test_cached_forward_after_rejected_call(solution, reference):
+    """Each rejected call on a cache holding a 3-token prompt: seq_len stays 3, the cached keys
+    and values stay as they were, and the continuation (2 tokens, then 1) gives what one causal
+    pass over all 6 tokens gives. A call that does not raise is
+    test_cached_forward_rejects_mask_not_over_all_keys's business: it is skipped here."""
+    config = {"d_model": 4, "n_heads": 2, "n_kv_heads": 1, "bias": False, "seed": 6}
+    cand, ref = module_pair(solution, reference, **config)
+    x = randn(160, (1, 6, 4), torch.float64)
+    expected = reference_forward(ref, x, torch.float64, is_causal=True)[:, 3:]
+    module = {k: v for k, v in config.items() if k != "seed"}
+    for what, kwargs in _REJECTED_CALLS.items():
+        shown_input = {"module": module, "prompt": "3 tokens, is_causal=True, kv_cache=cache",
+                       "rejected call": f"2 new tokens, kv_cache=cache, {what}",
+                       **{k: readable(v) for k, v in kwargs.items()}}
+        cache = call(solution.KVCache, what="KVCache()")
+        forward(cand, x[:, :3], is_causal=True, kv_cache=cache)
+        before = _cached_keys_values(cache, n_kv_heads=1, head_dim=2)
+        clones = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        raised, _ = _raised(lambda: cand(x[:, 3:5].clone(), kv_cache=cache, **clones),
+                            "MultiHeadAttention.forward()")
+        if not raised:
+            continue
+        seq_len = _seq_len(cache)
+        expect(seq_len == 3, f"a cached forward that raised ({what}) leaves seq_len as it was",
+               input=readable(shown_input), expected=3, got=seq_len)
+        after = _cached_keys_values(cache, n_kv_heads=1, head_dim=2)
+        for name, got, kept_before in zip(("keys", "values"), after, before):
+            close(got, kept_before, f"a cached forward that raised ({what}) leaves the cached {name} as they "
+                  "were (read back with update of an empty chunk)", input=shown_input, atol=0.0, rtol=0.0)
+        outputs = _continue(cand, x, cache)
+        close(torch.cat(outputs, dim=1), expected, f"after a cached forward that raised ({what}), the "
+              "next calls (2 tokens, then 1, is_causal=True) continue as if it had not happened: one causal "
+              "pass over all 6 tokens", input={**shown_input, "x": x})
+
+
+def _continue(cand: Any, x: torch.Tensor, cache: Any) -> list:
+    """The candidate's outputs for tokens 3..4, then token 5, decoded with `cache`."""
+    outputs = []
+    for start, stop in ((3, 5), (5, 6)):
+        out = forward(cand, x[:, start:stop], what="forward(x, is_causal=True, kv_cache=cache)",
+                      is_causal=True, kv_cache=cache)
+        expect(isinstance(out, torch.Tensor), "forward returns a tensor", got=type(out).__name__)
+        outputs.append(out.detach())
+    return outputs
 
 
 @kata_test(level=3, category="correctness", weight=1,

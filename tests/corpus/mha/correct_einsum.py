@@ -1,4 +1,5 @@
-"""Correct alternative: scores and the weighted sum with torch.einsum instead of matmul."""
+"""Correct alternative: scores and the weighted sum with torch.einsum instead of matmul; with a
+cache, the mask is checked on its own before the cache grows."""
 
 from __future__ import annotations
 
@@ -24,13 +25,17 @@ def _check_inputs(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None,
     if k.shape[2] != v.shape[2]:
         raise ValueError(f"k and v must have the same number of keys; got {k.shape[2]} and "
                          f"{v.shape[2]}")
+    _check_mask(attn_mask, is_causal, (q.shape[0], q.shape[1], q.shape[2], k.shape[2]))
+
+
+def _check_mask(attn_mask: Tensor | None, is_causal: bool, full: tuple[int, int, int, int]) -> None:
+    """ValueError for a mask that attention() does not accept on (B, H, Tq, Tk) = full."""
     if attn_mask is None:
         return
     if is_causal:
         raise ValueError("pass either attn_mask or is_causal=True, not both")
     if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
         raise ValueError(f"attn_mask must be bool or floating, got {attn_mask.dtype}")
-    full = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
     # By hand: torch.broadcast_shapes imports sympy on its first call (a third of a second).
     fits = attn_mask.dim() <= 4 and all(m in (1, f) for m, f in
                                         zip(reversed(attn_mask.shape), reversed(full)))
@@ -101,8 +106,8 @@ class KVCache:
         if self.k is None or self.v is None:
             self.k, self.v = k_new, v_new
         else:
-            self.k = torch.cat([self.k, k_new], dim=2)  # (B, H_kv, seq_len + T_new, D)
-            self.v = torch.cat([self.v, v_new], dim=2)
+            # One assignment: a v_new that does not fit leaves k as it was too.
+            self.k, self.v = torch.cat([self.k, k_new], dim=2), torch.cat([self.v, v_new], dim=2)
         return self.k, self.v
 
     @property
@@ -148,6 +153,8 @@ class MultiHeadAttention(nn.Module):
         k = self._split_heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, T, D)
         v = self._split_heads(self.v_proj(x), self.n_kv_heads)
         if kv_cache is not None:
+            # Checked before the cache grows, so a rejected call leaves it as it was.
+            _check_mask(attn_mask, is_causal, (B, self.n_heads, T, kv_cache.seq_len + T))
             k, v = kv_cache.update(k, v)  # (B, H_kv, Tk, D), Tk = cached + T
         group_size = self.n_heads // self.n_kv_heads
         k = k.repeat_interleave(group_size, dim=1)  # (B, H, Tk, D)

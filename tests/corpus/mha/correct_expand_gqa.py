@@ -1,5 +1,5 @@
 """Correct alternative: GQA through expand + reshape instead of repeat_interleave, and a cache
-that keeps a list of chunks."""
+that keeps a list of chunks; attention's checks run on meta tensors before the cache grows."""
 
 from __future__ import annotations
 
@@ -100,11 +100,11 @@ class KVCache:
 
     def update(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """Keep the chunks; concatenate on demand."""
-        self._k_chunks.append(k_new)
-        self._v_chunks.append(v_new)
-        self._num_tokens += k_new.shape[2]
-        k, v = torch.cat(self._k_chunks, dim=2), torch.cat(self._v_chunks, dim=2)
+        k = torch.cat([*self._k_chunks, k_new], dim=2)
+        v = torch.cat([*self._v_chunks, v_new], dim=2)
+        # Stored once both fit: a chunk torch.cat rejects leaves the cache as it was.
         self._k_chunks, self._v_chunks = [k], [v]
+        self._num_tokens += k_new.shape[2]
         return k, v
 
     @property
@@ -149,6 +149,11 @@ class MultiHeadAttention(nn.Module):
         k = self._split_heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, T, D)
         v = self._split_heads(self.v_proj(x), self.n_kv_heads)
         if kv_cache is not None:
+            # attention()'s checks on meta tensors of the shapes it will get (no data, no
+            # compute), so a call it rejects raises before the cache grows.
+            Tk = kv_cache.seq_len + T
+            _check_inputs(q.to("meta"), k.new_empty(B, self.n_heads, Tk, self.head_dim, device="meta"),
+                          v.new_empty(B, self.n_heads, Tk, v.shape[-1], device="meta"), attn_mask, is_causal)
             k, v = kv_cache.update(k, v)  # (B, H_kv, Tk, D), Tk = cached + T
         group_size = self.n_heads // self.n_kv_heads
         Tk = k.shape[2]

@@ -1,6 +1,7 @@
 """Correct alternative: a static KV cache (buffers preallocated in the dtype of the first
 chunk, capacity doubled when full, views returned), and a decode step (T == 1) that skips
-the causal mask, since the last position sees every key."""
+the causal mask, since the last position sees every key. A call attention() rejects rolls
+the cache back to where it was."""
 
 
 from __future__ import annotations
@@ -123,6 +124,13 @@ class KVCache:
     def seq_len(self) -> int:
         return self._num_tokens
 
+    def _checkpoint(self) -> tuple[Tensor | None, Tensor | None, int]:
+        return self._k, self._v, self._num_tokens
+
+    def _restore(self, state: tuple[Tensor | None, Tensor | None, int]) -> None:
+        """Back to a checkpoint: slots written after it lie beyond the fill pointer."""
+        self._k, self._v, self._num_tokens = state
+
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention with grouped-query attention (GQA).
@@ -160,6 +168,7 @@ class MultiHeadAttention(nn.Module):
         q = self._split_heads(self.q_proj(x), self.n_heads)  # (B, H, T, D)
         k = self._split_heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, T, D)
         v = self._split_heads(self.v_proj(x), self.n_kv_heads)
+        checkpoint = kv_cache._checkpoint() if kv_cache is not None else None
         if kv_cache is not None:
             k, v = kv_cache.update(k, v)  # (B, H_kv, Tk, D), Tk = cached + T
         group_size = self.n_heads // self.n_kv_heads
@@ -167,6 +176,11 @@ class MultiHeadAttention(nn.Module):
         v = v.repeat_interleave(group_size, dim=1)
         # One new token is the last position: it sees every key, causal or not.
         causal = is_causal and (T > 1 or attn_mask is not None)
-        y = attention(q, k, v, attn_mask=attn_mask, is_causal=causal)  # (B, H, T, D)
+        try:
+            y = attention(q, k, v, attn_mask=attn_mask, is_causal=causal)  # (B, H, T, D)
+        except Exception:
+            if kv_cache is not None and checkpoint is not None:
+                kv_cache._restore(checkpoint)  # a rejected call leaves the cache as it was
+            raise
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*D)
         return self.o_proj(y)

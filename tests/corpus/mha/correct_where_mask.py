@@ -1,5 +1,6 @@
 """Correct alternative: masks applied with torch.where on a bool "allowed" tensor and
-torch.softmax, fully masked rows zeroed afterwards (no additive mask, no manual max)."""
+torch.softmax, fully masked rows zeroed afterwards (no additive mask, no manual max); forward
+stores the new keys and values in the cache only once attention() has returned."""
 
 from __future__ import annotations
 
@@ -95,12 +96,15 @@ class KVCache:
 
     def update(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
         """Append k_new, v_new (B, H_kv, T_new, D) along time; return all (k, v) cached."""
-        if self.k is None or self.v is None:
-            self.k, self.v = k_new, v_new
-        else:
-            self.k = torch.cat([self.k, k_new], dim=2)  # (B, H_kv, seq_len + T_new, D)
-            self.v = torch.cat([self.v, v_new], dim=2)
+        self.k, self.v = self.appended(k_new, v_new)
         return self.k, self.v
+
+    def appended(self, k_new: Tensor, v_new: Tensor) -> tuple[Tensor, Tensor]:
+        """What update would cache, (k, v) with k_new, v_new appended; nothing is stored."""
+        if self.k is None or self.v is None:
+            return k_new, v_new
+        # (B, H_kv, seq_len + T_new, D)
+        return torch.cat([self.k, k_new], dim=2), torch.cat([self.v, v_new], dim=2)
 
     @property
     def seq_len(self) -> int:
@@ -145,10 +149,14 @@ class MultiHeadAttention(nn.Module):
         k = self._split_heads(self.k_proj(x), self.n_kv_heads)  # (B, H_kv, T, D)
         v = self._split_heads(self.v_proj(x), self.n_kv_heads)
         if kv_cache is not None:
-            k, v = kv_cache.update(k, v)  # (B, H_kv, Tk, D), Tk = cached + T
+            k, v = kv_cache.appended(k, v)  # (B, H_kv, Tk, D), Tk = cached + T
         group_size = self.n_heads // self.n_kv_heads
+        k_all, v_all = k, v
         k = k.repeat_interleave(group_size, dim=1)  # (B, H, Tk, D)
         v = v.repeat_interleave(group_size, dim=1)
         y = attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)  # (B, H, T, D)
+        if kv_cache is not None:
+            # Stored only once attention() has accepted the call: a rejected one stores nothing.
+            kv_cache.k, kv_cache.v = k_all, v_all
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)  # (B, T, H*D)
         return self.o_proj(y)
