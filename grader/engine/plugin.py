@@ -39,7 +39,7 @@ from grader.engine.failures import (CallTimeout, CandidateImportError, KataTimeo
                                     import_error_text)
 from grader.engine.judge_bridge import CALL_STATS, WorkerCrashed
 from grader.engine.judge_env import limit_judge_memory
-from grader.engine.suite_listing import detail_tests, rules_file
+from grader.engine.suite_listing import detail_tests, rules_file, settling_ids
 from grader.engine.worker_process import WorkerProcess
 from grader.worker import measure
 
@@ -384,22 +384,28 @@ def _metadata(item: pytest.Item) -> dict[str, Any]:
         "weight": float(meta.get("weight", 1.0)),
         "description": meta.get("description", name.replace("_", " ")),
         "detail": _is_detail(item, level),
+        "settled_by": list(_maps_of(item, level)[1].get(getattr(item, "originalname", name), ())),
     }
 
 
 def _is_detail(item: pytest.Item, level: int) -> bool:
     """Whether the RULES map of the test's level names it under DETAILS only (a level's map is
     a global of its test_level<N>.py, which collection has imported)."""
+    return getattr(item, "originalname", item.name) in _maps_of(item, level)[0]
+
+
+def _maps_of(item: pytest.Item, level: int) -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
+    """The detail tests of the test's level, and the clarifications settling each test."""
     file = getattr(getattr(item, "module", None), "__file__", None)
-    if file is None:
-        return False
-    return getattr(item, "originalname", item.name) in _details_at(str(rules_file(Path(file), level)))
+    return _maps_at(str(rules_file(Path(file), level))) if file is not None else (frozenset(), {})
 
 
 @functools.lru_cache(maxsize=None)
-def _details_at(path: str) -> frozenset[str]:
+def _maps_at(path: str) -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
     module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path), None)
-    return detail_tests(getattr(module, "RULES", None), getattr(module, "DETAILS", None))
+    rules = getattr(module, "RULES", None)
+    return (detail_tests(rules, getattr(module, "DETAILS", None)),
+            settling_ids(rules, getattr(module, "SETTLED_BY", None)))
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,

@@ -73,6 +73,7 @@ class TestResult:
     stdout_bytes: int = 0
     longest_call_s: float = 0.0  # the longest single call into the solution's code
     detail: bool = False  # a detail of its level: failing it lowers the score, not the level
+    settled_by: list[str] = field(default_factory=list)  # clarification ids settling its rules
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

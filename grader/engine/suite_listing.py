@@ -4,7 +4,9 @@ A file that cannot load is failed before any judge starts (see precheck.py): the
 still lists every test, with its level, category, weight and description, as the judge's
 collection would. Collecting imports the suite (torch, the reference: seconds); reading the
 source takes milliseconds. Whether a test is a *detail* of its level comes from the level's
-RULES and DETAILS maps (``detail_tests``: the one rule the judge's plugin applies too). The reading is deliberately narrow: top-level ``def test*``
+RULES and DETAILS maps (``detail_tests``: the one rule the judge's plugin applies too), and
+the clarifications that settle its rules from RULES and SETTLED_BY (``settling_ids``, the
+same). The reading is deliberately narrow: top-level ``def test*``
 functions decorated with literal ``@kata_test(...)`` (or ``@pytest.mark.kata(...)``) and
 hypothesis decorators. Anything else pytest might collect or multiply (classes, parametrize,
 a ``test*`` name bound another way, a sub-package of tests) makes the answer None, and the
@@ -15,8 +17,11 @@ examples list here exactly as pytest collects them.
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+ASK = "ask"  # SETTLED_BY's word for a rule the level's Ask states
 
 # Decorators that neither add nor drop a test (hypothesis's, the grading marker, markers).
 _HARMLESS = frozenset({"given", "settings", "example", "seed", "reproduce_failure", "kata_test"})
@@ -25,8 +30,8 @@ _MARKERS_THAT_MULTIPLY = frozenset({"parametrize"})
 
 def list_tests(suite: Path) -> list[dict[str, Any]] | None:
     """The suite's tests in pytest's order, each {nodeid, name, level, category, weight,
-    description, detail} as the judge's plugin reports them; None when the source alone
-    cannot say."""
+    description, detail, settled_by} as the judge's plugin reports them; None when the source
+    alone cannot say."""
     root = suite.parent  # the judge runs with --rootdir suite.parent
     if suite.is_file():
         files = [suite]
@@ -37,19 +42,21 @@ def list_tests(suite: Path) -> list[dict[str, Any]] | None:
     else:
         return None
     tests: list[dict[str, Any]] = []
-    details_by_file: dict[Path, frozenset[str] | None] = {}
+    maps_by_file: dict[Path, tuple[frozenset[str], dict[str, tuple[str, ...]]] | None] = {}
     for path in files:
         found = _tests_in(path, path.relative_to(root).as_posix())
         if found is None:
             return None
         for test in found:
             where = rules_file(path, test["level"])
-            if where not in details_by_file:
-                details_by_file[where] = _details_in(where)
-            details = details_by_file[where]
-            if details is None:
+            if where not in maps_by_file:
+                maps_by_file[where] = _maps_in(where)
+            maps = maps_by_file[where]
+            if maps is None:
                 return None
+            details, settled = maps
             test["detail"] = test["name"] in details
+            test["settled_by"] = list(settled.get(test["name"], ()))
         tests += found
     return tests
 
@@ -68,6 +75,54 @@ def detail_tests(rules: Any, details: Any) -> frozenset[str]:
     return frozenset(detail - core)
 
 
+def settling_ids(rules: Any, settled_by: Any) -> dict[str, tuple[str, ...]]:
+    """test name -> the ids of the clarifications that settle its rules: over the RULES
+    entries that name the test, in RULES order, the ids SETTLED_BY gives each (a string or a
+    tuple or list of them), each once; "ask" (the Ask states the rule) gives none. A test no
+    rule names, or a level without SETTLED_BY, has none."""
+    if not isinstance(rules, dict) or not isinstance(settled_by, dict):
+        return {}
+    out: dict[str, list[str]] = {}
+    for rule, names in rules.items():
+        ids = [i for i in _strings(settled_by.get(rule)) if i != ASK]
+        for name in _strings(names):
+            mine = out.setdefault(name, [])
+            mine += [i for i in ids if i not in mine]
+    return {name: tuple(ids) for name, ids in out.items()}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One entry of a level's RULES map, with where the statement settles it."""
+
+    text: str
+    tests: tuple[str, ...]       # the tests that decide it
+    settled_by: tuple[str, ...]  # the clarifications that answer it (none: the Ask states it)
+    detail: bool                 # named in DETAILS
+
+
+def level_rules(rules_path: Path) -> list[Rule] | None:
+    """The rules of a level's test_level<N>.py, in RULES order (None when its RULES map
+    cannot be read from the source)."""
+    values = _literals(rules_path, ("RULES", "SETTLED_BY", "DETAILS")) or {}
+    rules, settled, details = values.get("RULES"), values.get("SETTLED_BY"), values.get("DETAILS")
+    if not isinstance(rules, dict):
+        return None
+    settled = settled if isinstance(settled, dict) else {}
+    details = details if isinstance(details, (set, frozenset, dict, list, tuple)) else ()
+    return [Rule(str(text), tuple(_strings(names)), tuple(i for i in _strings(settled.get(text)) if i != ASK),
+                 text in details) for text, names in rules.items()]
+
+
+def _strings(value: Any) -> list[str]:
+    """A map's value as a list of names: one string, or the strings of a tuple, list or set."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [v for v in value if isinstance(v, str)]
+    return []
+
+
 def rules_file(test_file: Path, level: int) -> Path:
     """Where the RULES map of a test's level lives: test_level<N>.py beside the test's file (a
     level's tests may sit in more files, e.g. test_level3_cache.py), else the test's own file."""
@@ -75,9 +130,19 @@ def rules_file(test_file: Path, level: int) -> Path:
     return beside if beside.is_file() else test_file
 
 
-def _details_in(path: Path) -> frozenset[str] | None:
-    """detail_tests of the RULES and DETAILS literals of a file; None when either is bound
-    to something the source alone cannot evaluate."""
+def _maps_in(path: Path) -> tuple[frozenset[str], dict[str, tuple[str, ...]]] | None:
+    """detail_tests and settling_ids of the RULES, DETAILS and SETTLED_BY literals of a file;
+    None when one is bound to something the source alone cannot evaluate."""
+    values = _literals(path, ("RULES", "DETAILS", "SETTLED_BY"))
+    if values is None:
+        return None
+    return (detail_tests(values.get("RULES"), values.get("DETAILS")),
+            settling_ids(values.get("RULES"), values.get("SETTLED_BY")))
+
+
+def _literals(path: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
+    """The values of the top-level assignments to `names` in a file (those it binds); None
+    when one is not a literal or the file cannot be read."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
@@ -86,12 +151,12 @@ def _details_in(path: Path) -> frozenset[str] | None:
     for node in tree.body:
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
             node.target if isinstance(node, ast.AnnAssign) else None
-        if isinstance(target, ast.Name) and target.id in ("RULES", "DETAILS") and node.value is not None:
+        if isinstance(target, ast.Name) and target.id in names and node.value is not None:
             try:
                 values[target.id] = ast.literal_eval(node.value)
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 return None
-    return detail_tests(values.get("RULES"), values.get("DETAILS"))
+    return values
 
 
 def _is_test_file(name: str) -> bool:
