@@ -1,8 +1,20 @@
 """The debrief of a mock interview, as data: per level the time used against its minutes,
-the grade attempts, the hints and the first failing property of each failed attempt; the
-interview signal from the levels' pass times; each follow-up's answer scored point by point
-(grader/followups.py) with the totals; and one line on what to practise next. Levels the
+the grade attempts, the hints and the first failing property of each failed attempt, the
+clarifying questions asked before its first grade (and how many of its rules they settled)
+and the nudges; the interview signal from the levels' pass times; each follow-up's answer
+scored point by point (grader/followups.py) with the totals; the interviewer's write-up in
+one line ("asked 3 clarifying questions before coding; 2 nudges on level 2; level 3 passed
+at 61 min; follow-ups 5 of 8 points"); and one line on what to practise next. Levels the
 mock never revealed appear by number only.
+
+How the questions and nudges count, per revealed level:
+
+- *questions before its first grade*: the `kata ask` questions (not `--list`) from the
+  level's reveal (level 1: the start) to the first grade that graded it, or to the end;
+- *rules settled by questions*: the rules of its RULES map whose SETTLED_BY names a
+  clarification answered from the start of the mock to that first grade;
+- *nudges*: the rules met first through a failing grade (grader/nudges.py: a "nudge" event
+  whose rule no answered clarification had settled before).
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ from typing import Any
 from grader import clock
 from grader.catalog import Catalog, Kata
 from grader.followups import coverage, score_mock
+from grader.nudges import NUDGE, kata_rules
 from grader.progress import most_needed
 from grader.sessions import LevelClock, level_clocks, session_details_missed, session_signal
 from grader.store import Session, Store
@@ -23,6 +36,7 @@ def build_debrief(store: Store, session: Session, kata: Kata, catalog: Catalog) 
     per_level = _attempts_by_level(store, session)
     hints = {lv.level: store.hints_shown(kata.slug, session.id, lv.level) for lv in kata.levels}
     missed = session_details_missed(store, session)  # the details a passed level missed
+    counts = interview_counts(store, session, kata, until)
     levels: list[dict[str, Any]] = []
     for c in clocks:
         if not c.revealed:
@@ -35,7 +49,9 @@ def build_debrief(store: Store, session: Session, kata: Kata, catalog: Catalog) 
             "used_s": None if used is None else round(used, 1), "passed": c.passed_at is not None,
             "over_pace": c.over_pace(until), "grade_attempts": len(attempts), "hints": hints[c.level],
             "failed_attempts": [a for a in attempts if a["first_failure"] is not None],
-            "details_missed": missed.get(c.level, []) if c.passed_at is not None else []})
+            "details_missed": missed.get(c.level, []) if c.passed_at is not None else [],
+            "passed_at_min": None if c.passed_at is None else round((c.passed_at - session.started_at) / 60, 1),
+            **counts.get(c.level, {})})
     record = store.mock(session.id)
     followups = score_mock(record.followups or [], record.answers, record.marks) if record else []
     debrief = {
@@ -46,7 +62,99 @@ def build_debrief(store: Store, session: Session, kata: Kata, catalog: Catalog) 
         "coverage": coverage(followups),
     }
     debrief["practise_next"] = practise_next(debrief, kata, clocks, store, catalog)
+    debrief["summary"] = write_up(debrief)
     return debrief
+
+
+def debrief_to_reprint(store: Store, session: Session, kata: Kata, catalog: Catalog,
+                       stored: dict[str, Any]) -> dict[str, Any]:
+    """A recorded debrief as it was said, completed with what it lacks (a debrief recorded
+    before questions and nudges were counted) from the store."""
+    fresh = build_debrief(store, session, kata, catalog)
+    levels = [{**new, **old} for new, old in zip(fresh["levels"], stored.get("levels", []))]
+    merged = {**fresh, **stored, "levels": levels or fresh["levels"]}
+    merged["summary"] = stored.get("summary") or write_up(merged)
+    return merged
+
+
+def interview_counts(store: Store, session: Session, kata: Kata, until: float) -> dict[int, dict[str, Any]]:
+    """level -> {questions_before_grade, rules_settled_by_questions, num_rules, nudges} for
+    each revealed level (see the module docstring; num_rules None where the suite's source
+    cannot say, and then no rule counts as settled)."""
+    asks = [e for e in store.events(kata.slug, session_id=session.id, kind="ask") if not e.data.get("list")]
+    nudged = store.events(kata.slug, session_id=session.id, kind=NUDGE)
+    first_graded: dict[int, float] = {}
+    for attempt in reversed(store.attempts_for_session(session.id)):  # oldest first
+        for lv in attempt.scorecard(store).get("levels", []):
+            first_graded.setdefault(lv["level"], attempt.graded_at)
+    rules = kata_rules(kata)
+    out: dict[int, dict[str, Any]] = {}
+    for row in store.session_levels(session.id):
+        if row.revealed_at is None:
+            continue
+        before = first_graded.get(row.level, until)
+        since = session.started_at if row.level == 1 else row.revealed_at
+        answered = {e.data["clarification"] for e in asks if e.at <= before and e.data.get("clarification")}
+        level_rules = rules.get(row.level)
+        out[row.level] = {
+            "questions_before_grade": sum(1 for e in asks if since <= e.at <= before),
+            "rules_settled_by_questions": sum(1 for r in level_rules or () if answered & set(r.settled_by)),
+            "num_rules": None if level_rules is None else len(level_rules),
+            "nudges": sum(1 for e in nudged if e.level == row.level and not e.data.get("asked_before"))}
+    return out
+
+
+def write_up(debrief: dict[str, Any]) -> str:
+    """The interviewer's notes in one line: the questions asked before coding, the nudges,
+    when each level passed, the follow-ups' points."""
+    revealed = [lv for lv in debrief["levels"] if lv.get("revealed")]
+    clauses = [said for lv in revealed if (said := _questions_clause(lv))]
+    nudged = [(lv["level"], lv["nudges"]) for lv in revealed if lv.get("nudges")]
+    if nudged:
+        (level, num), rest = nudged[0], nudged[1:]
+        clauses.append(", ".join([f"{_count(num, 'nudge')} on level {level}"] + [f"{n} on level {lv}" for lv, n in rest]))
+    elif any(lv.get("grade_attempts") and "nudges" in lv for lv in revealed):
+        clauses.append("no nudges")
+    passes, said_passed = [], False
+    for lv in revealed:
+        if not lv.get("passed"):
+            passes.append(f"level {lv['level']} not passed")
+            continue
+        when = lv.get("passed_at_min")
+        missed = len(lv.get("details_missed") or [])
+        passes.append(f"level {lv['level']}" + (" passed" if not said_passed else "")
+                      + (f" at {int(when)} min" if when is not None else "")
+                      + (f" ({_count(missed, 'detail')} missed)" if missed else ""))
+        said_passed = True
+    if passes:
+        clauses.append(", ".join(passes))
+    cov = debrief.get("coverage")
+    if cov:
+        clauses.append(f"follow-ups {cov['covered']} of {cov['points']} points")
+    elif debrief.get("followups"):
+        clauses.append("follow-ups not answered")
+    return "; ".join(clauses)
+
+
+def _questions_clause(lv: dict[str, Any]) -> str | None:
+    """Level 1: "asked 3 clarifying questions before coding (settling 5 of level 1's 9
+    rules)"; a later level, when asked about before its first grade: "2 more before grading
+    level 2 (...)"."""
+    asked = lv.get("questions_before_grade")
+    if asked is None or (lv["level"] > 1 and not asked):
+        return None
+    if lv["level"] == 1:
+        said = f"asked {_count(asked, 'clarifying question') if asked else 'no clarifying question'} before coding"
+    else:
+        said = f"{asked} more before grading level {lv['level']}"
+    if asked and lv.get("num_rules"):
+        whose = "level 1's" if lv["level"] == 1 else "its"
+        said += f" (settling {lv['rules_settled_by_questions']} of {whose} {lv['num_rules']} rules)"
+    return said
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
 
 
 def _attempts_by_level(store: Store, session: Session) -> dict[int, list[dict[str, Any]]]:
@@ -70,13 +178,13 @@ def _attempts_by_level(store: Store, session: Session) -> dict[int, list[dict[st
 
 def first_failure(card: dict[str, Any]) -> str:
     """The first failing property of a scorecard, in words a candidate recognises (a core test
-    before a detail of the same level: that is what failed the level)."""
+    before any detail, of its level or an earlier one: a core test is what failed the grade)."""
     if card.get("import_error"):
         return f"your file could not be loaded: {card['import_error'].splitlines()[0]}"
     failing = [t for t in card["tests"] if not t["passed"]]
     if not failing:
         return "no test ran"
-    first = min(failing, key=lambda t: (t["level"], bool(t.get("detail"))))
+    first = min(failing, key=lambda t: (bool(t.get("detail")), t["level"]))
     return f"L{first['level']} {first['description']}"
 
 

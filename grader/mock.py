@@ -10,6 +10,11 @@ The rules a mock keeps:
   `--stop`), only those of a revealed level; each answer is recorded before its answer key is
   shown, then scored by the key's terms (grader/followups.py); the candidate may mark the
   points they covered instead, which overrides that score.
+- In the coding part, a failing test's box leads with the interviewer's nudge, the question
+  that settles its rule (grader/nudges.py); nudges of a later level's clarification never
+  appear. The debrief (grader/debrief.py) counts the questions asked before each level's
+  first grade and the nudges, and `kata mock --debrief [ID]` reprints it with the mock's
+  timeline (grader/timeline.py).
 - Answers can come from a file (``kata mock --answers FILE``), TOML or JSON::
 
       [[answers]]                 # one table per question, in the order asked

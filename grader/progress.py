@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.catalog import DIFFICULTIES, Catalog, Kata
-from grader.sessions import level_clocks, session_signal
+from grader.sessions import level_clocks, session_details_missed, session_signal
 from grader.store import Store
 
 
@@ -72,7 +72,8 @@ def kata_progress(store: Store, kata: Kata) -> KataProgress:
             debrief = record.debrief if record else None
             out.mocks.append({
                 "session_id": session.id, "started_at": session.started_at,
-                "signal": debrief["signal"] if debrief else session_signal(clocks, session.deadline),
+                "signal": debrief["signal"] if debrief else session_signal(
+                    clocks, session.deadline, session_details_missed(store, session)),
                 "levels_passed": in_order, "finished": debrief is not None})
     out.mocks.sort(key=lambda m: -m["started_at"])
     return out
@@ -86,7 +87,7 @@ def most_needed(catalog: Catalog, store: Store, exclude: frozenset[str] = frozen
     """The kata to practise next, and why: never attempted (timed) first, easier first; then
     the lowest best score (a kata whose timed attempts never graded every level counts as
     lowest); then the one attempted longest ago."""
-    katas = [k for k in catalog.katas.values() if k.slug != exclude] or list(catalog.katas.values())
+    katas = [k for k in catalog.katas.values() if k.slug not in exclude] or list(catalog.katas.values())
     if not katas:
         raise LookupError("no katas")
     progress = {k.slug: kata_progress(store, k) for k in katas}

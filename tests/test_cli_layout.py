@@ -412,3 +412,31 @@ def test_ask(tmp_path, fixed_clock_and_zone):
     assert "That comes later in the interview." in texts[80]
     render("ask-open", tmp_path, "ask", "Can I use numpy?")
     render("ask-list", tmp_path, "ask", "--list")
+
+
+def test_mock_debrief(tmp_path, monkeypatch, fixed_clock_and_zone):
+    """`kata mock --debrief` of a scripted kv-budget mock (questions, nudges, a level passed
+    with a detail missed, stopped on level 2, answered): the notes, the levels with their
+    questions and nudges, the details missed, and the timeline."""
+    from grader.cli.commands import grade as grade_cmd
+    from grader.cli.commands import mock as mock_cmd
+    from tests.test_nudges_and_debrief import card_of, scripted_mock
+
+    failing: set[str] = set()
+    monkeypatch.setattr(grade_cmd, "grade_file", lambda kata_, path, *, seed, levels=None, **kw: card_of(
+        kata_, levels, failing, path))
+    # One follow-up of our own: the snapshot follows this file, not kata.toml's list.
+    monkeypatch.setattr(mock_cmd, "choose_followups", lambda *a: [{
+        "index": 0, "level": 1, "question": "Where does the KV cache of a long context go, and what bounds the batch?",
+        "points": ["K and V of every layer, per token", "KV capacity, not weights, bounds the batch"],
+        "keys": [[["every layer", "each layer"]], [["batch"], ["capacity"]]]}])
+
+    class Clock:
+        def advance(self, *, minutes: float) -> None:
+            fixed_clock_and_zone["now"] += 60 * minutes
+
+    scripted_mock(Clock(), failing, tmp_path)
+    texts = render("mock-debrief", tmp_path, "mock", "--debrief")
+    flat = " ".join(texts[80].split())
+    assert "the interviewer's notes: asked 3 clarifying questions before coding" in flat
+    assert "18 min nudge on level 2: with a paged cache, do partial blocks count?" in flat

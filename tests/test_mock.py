@@ -161,6 +161,9 @@ def test_a_full_mock_of_paged_kv_end_to_end(fake_clock, tmp_path):
     assert [q["covered"] for q in debrief["followups"]] == [[1, 2], []]
     assert debrief["followups"][0]["answer"] == "An OrderedDict keyed by block id."
     assert debrief["coverage"]["covered"] == 2 and debrief["end_reason"] == "passed"
+    assert debrief["summary"] == ("asked no clarifying question before coding; no nudges; level 1 passed at "
+                                  "12 min, level 2 at 42 min, level 3 at 52 min; follow-ups 2 of "
+                                  f"{debrief['coverage']['points']} points")  # no file loaded: no rule met
     assert json.loads(run("history", "--json").output)["attempts"][0]["kind"] == "mock"
 
     assert [level for level, _, _ in outputs][:8] == [1] * 6 + [2, 2]

@@ -96,10 +96,10 @@ def key_words(groups: list[list[str]], num_shown: int = 4) -> str:
     return " + ".join(group(g) for g in groups)
 
 
-def _numbered(items: list[tuple[str, str]]) -> Table:
+def _numbered(items: list[tuple[str, str]], label_style: str = "green") -> Table:
     """A list whose wrapped lines stay indented under their text, not under the number."""
     grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True, justify="right", style="green")
+    grid.add_column(no_wrap=True, justify="right", style=label_style)
     grid.add_column(overflow="fold")
     for label, text in items:
         grid.add_row("  " + label, Text(text))
@@ -110,36 +110,68 @@ def _clip(text: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def print_debrief(debrief: dict[str, Any], answer_keys: bool = True) -> None:
-    """The debrief; `answer_keys=False` where each answer key was shown moments before."""
+def print_debrief(debrief: dict[str, Any], answer_keys: bool = True, reprint: bool = False) -> None:
+    """The debrief; `answer_keys=False` where each answer key was shown moments before;
+    `reprint`: `kata mock --debrief` (the timeline follows)."""
     reason = {"passed": "every level passed", "stopped": "stopped", "time": "the time ran out"}.get(
         debrief["end_reason"] or "", debrief["end_reason"] or "")
     console.print(Text(f"\nDebrief: mock of {debrief['kata']}", style="bold") +
                   Text(f", {output.fmt_duration(debrief['time_used_s'])} of {debrief['minutes']} min"
                        f" ({reason})"))
-    table = Table(show_edge=False, pad_edge=False)
-    for col in ("level", "time used", "grades", "hints"):
-        table.add_column(col)
+    if debrief.get("summary"):
+        console.print(Text("the interviewer's notes: ", style="cyan") + Text(debrief["summary"]))
+    console.print(_levels_table(debrief["levels"]))
     for lv in debrief["levels"]:
+        missed = [textsafe.clean(d) for d in lv.get("details_missed") or ()]
+        if lv.get("revealed") and lv.get("passed") and missed:
+            console.print(Text.assemble((f"level {lv['level']} passed with {len(missed)} detail"
+                                         f"{'s' if len(missed) != 1 else ''} missed: ", "yellow"), "; ".join(missed)))
+    failed = [(lv["level"], a) for lv in debrief["levels"] if lv["revealed"] for a in lv["failed_attempts"]]
+    if failed:
+        console.print("failed grades, first failing property:")
+        console.print(_numbered([(f"on level {level} ({attempt['score']}/100):", textsafe.clean(attempt["first_failure"]))
+                                 for level, attempt in failed], label_style="default"))
+    console.print(f"interview signal: [bold]{escape(debrief['signal'])}[/]")
+    _print_followups(debrief, answer_keys or reprint)
+    console.print(f"practise next: {textsafe.markup(debrief['practise_next'])}")  # may quote a failure
+    if not reprint and debrief.get("session_id") is not None:
+        console.print(f"[dim]`kata mock --debrief {debrief['session_id']}` reprints this debrief with its "
+                      "timeline[/]")
+
+
+def _levels_table(levels: list[dict[str, Any]]) -> Table:
+    """One row per level: time used, grades, hints; the questions asked before its first
+    grade and the nudges where the debrief counted them."""
+    counted = any("nudges" in lv for lv in levels)
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("level", "time used", "grades", "hints", *(("asked", "nudges") if counted else ())):
+        table.add_column(col)
+    for lv in levels:
         if not lv["revealed"]:
-            table.add_row(str(lv["level"]), "not reached", "-", "-")
+            table.add_row(str(lv["level"]), "not reached", "-", "-", *(("-", "-") if counted else ()))
             continue
         used = "-" if lv["used_s"] is None else output.fmt_duration(lv["used_s"])
         time_text = f"{used} of ~{lv['minutes']} min" + (" [red]over[/]" if lv["over_pace"] else "")
         if not lv["passed"]:
             time_text += " [red](not passed)[/]"
+        counts = (str(lv.get("questions_before_grade", "-")), str(lv.get("nudges", "-"))) if counted else ()
         table.add_row(f"{lv['level']} {escape(lv['name'])}", time_text, str(lv["grade_attempts"]),
-                      str(lv["hints"]))
-    console.print(table)
-    failed = [(lv["level"], a) for lv in debrief["levels"] if lv["revealed"] for a in lv["failed_attempts"]]
-    if failed:
-        console.print("failed grades, first failing property:")
-        for level, attempt in failed:
-            console.print(f"  while on level {level} ({attempt['score']}/100): "
-                          f"{textsafe.markup(attempt['first_failure'])}")
-    console.print(f"interview signal: [bold]{escape(debrief['signal'])}[/]")
-    _print_followups(debrief, answer_keys)
-    console.print(f"practise next: {textsafe.markup(debrief['practise_next'])}")  # may quote a failure
+                      str(lv["hints"]), *counts)
+    return table
+
+
+def print_timeline(timeline: list[dict[str, Any]]) -> None:
+    """`kata mock --debrief`: the mock's timeline, minutes from the start in the margin."""
+    console.print(Text("\ntimeline (minutes from the start):", style="bold"))
+    if not timeline:
+        console.print("  nothing recorded")
+        return
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True, justify="right", style="cyan")
+    grid.add_column(overflow="fold")
+    for entry in timeline:
+        grid.add_row(f"  {int(entry['minute'])} min", textsafe.text(entry["text"]))
+    console.print(grid)
 
 
 def _print_followups(debrief: dict[str, Any], answer_keys: bool) -> None:
@@ -171,10 +203,13 @@ def print_mock_list(rows: list[dict[str, Any]]) -> None:
         console.print("no mock interviews yet; `kata mock` starts one")
         return
     table = output.table("mock interviews")
-    for col in ("date", "kata", "levels", "signal", "follow-ups", "state"):
+    for col in ("id", "date", "kata", "levels", "signal", "follow-ups", "state"):
         table.add_column(col)
     for r in rows:
         cov = r.get("coverage")
-        table.add_row(output.fmt_when(r["started_at"]), r["kata"], f"{r['levels_passed']}/{r['num_levels']}",
+        table.add_row(str(r["session_id"]), output.fmt_when(r["started_at"]), r["kata"],
+                      f"{r['levels_passed']}/{r['num_levels']}",
                       escape(r["signal"]), "-" if not cov else f"{cov['covered']}/{cov['points']}", r["state"])
     console.print(table)
+    console.print(Text("`kata mock --debrief ID` reprints a finished mock's debrief with its timeline",
+                       style="dim"))

@@ -166,6 +166,8 @@ def failure_box(group: FailureGroup) -> list[RenderableType]:
     test = group.first
     details = test.get("details") or {}
     body: list[RenderableType] = [textsafe.text(test["description"], style="bold")]
+    if test.get("nudge"):  # a mock's: the interviewer's question leads (grader/nudges.py)
+        body.insert(0, Text.assemble(("Interviewer: ", "bold magenta"), textsafe.clean(test["nudge"])))
     if test["message"] and test["message"] != test["description"]:
         body.append(textsafe.text(test["message"]))
     body += detail_lines(details)

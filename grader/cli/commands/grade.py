@@ -2,7 +2,8 @@
 
 In a session the grade counts for the session, which stays open: each level's pass time is
 the first grade that passed it, and the session ends when every level passes. In a mock only
-the revealed levels are graded, and a grade that passes all of them reveals the next."""
+the revealed levels are graded, a grade that passes all of them reveals the next, and each
+failing test's box leads with the interviewer's nudge (grader/nudges.py), recorded once per rule."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from grader.cli.commands import mock as mock_cmd
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
 from grader.engine.precheck import missing_names_notes
+from grader.errors import CatalogError
 from grader.grading import grade as grade_file
 from grader.grading import new_seed, read_solution
 from grader.mock import render_level
+from grader.nudges import Nudge, nudges, record_nudges
 from grader.sessions import GradeEffect, deadline_warning, pacing, plan_grade, revealed_levels
-from grader.statement import load_statement
+from grader.statement import Statement, load_statement
 from grader.store import Session, Store
 from grader.workspace import solution_path
 
@@ -68,6 +71,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                          quiet=as_json) as progress:
             card = grade_file(kata, path, seed=seed, on_event=progress.on_event, levels=levels, **extra)
         data = card.to_dict()
+        statement, shown = _nudges(kata, data, levels) if session is not None and session.is_mock else (None, {})
         effect = plan_grade(store, session, kata, data) if session is not None else None
         if effect is not None:
             data["signal"] = effect.signal  # from the levels' pass times, this grade counted
@@ -76,6 +80,8 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                              passed_levels=effect.newly_passed if effect else (),
                              reveal_level=effect.revealed if effect else None,
                              end_reason=effect.ended if effect else None)
+        if shown and session is not None and statement is not None and levels:
+            record_nudges(store, kata, statement, session.id, data, shown, levels)
         last_run.save(data, "grade")
         ended = store.session(session.id) if effect is not None and effect.ended else None
         if as_json or json_stream:
@@ -94,6 +100,20 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             output.console.print(f"replay this run: kata grade {kata.slug} --file "
                                  f"{textsafe.markup(output.shown_path(path))} --seed {seed}")
     raise typer.Exit(output.EXIT_OK if card.passed else output.EXIT_FAILED)
+
+
+def _nudges(kata: Kata, data: dict[str, Any], revealed: set[int] | None) -> tuple[Statement | None, dict[str, Nudge]]:
+    """In a mock: each failing test that met a rule gets the interviewer's nudge (its box
+    leads with it; --json has it as the test's "nudge")."""
+    try:
+        statement = load_statement(kata)
+    except CatalogError:
+        return None, {}  # (a statement that does not parse is reported where it is shown)
+    shown = nudges(data, statement, revealed or set())
+    for test in data["tests"]:
+        if test["nodeid"] in shown:
+            test["nudge"] = shown[test["nodeid"]].line
+    return statement, shown
 
 
 def _session_block(session: Session, kata: Kata, effect: GradeEffect) -> dict[str, Any]:

@@ -17,14 +17,16 @@ from grader.catalog import Catalog
 from grader.cli import mock_view, output
 from grader.cli.commands.start import begin
 from grader.cli.common import JsonOpt, OptionalSlugArg, catalog
-from grader.debrief import build_debrief
-from grader.errors import KataError
+from grader.debrief import build_debrief, debrief_to_reprint
+from grader.errors import KataError, StoreError
 from grader.followups import record_scores, score_answer
 from grader.mock import ANSWERS_FORMAT, choose_followups, parse_marks, read_answers
 from grader.progress import most_needed
-from grader.sessions import expire_if_due, level_clocks, pacing, revealed_levels, session_signal
+from grader.sessions import (expire_if_due, level_clocks, pacing, revealed_levels, session_details_missed,
+                             session_signal)
 from grader.statement import render
 from grader.store import Session, Store
+from grader.timeline import build_timeline
 
 MinutesOpt = Annotated[Optional[int], typer.Option(
     "--minutes", min=1, max=24 * 60, help="Length of the whole mock (default: the kata's, 75).")]
@@ -32,6 +34,11 @@ StopOpt = Annotated[bool, typer.Option("--stop", help="End the running mock now:
 AnswersOpt = Annotated[Optional[Path], typer.Option(
     "--answers", help="Answer the follow-up questions from this file (TOML or JSON; see the README).",
     show_default=False)]
+
+DebriefOpt = Annotated[bool, typer.Option(
+    "--debrief", help="Reprint the debrief of your latest finished mock, with its timeline; "
+                      "`--debrief ID` of any mock (`kata history --mock` lists the ids), "
+                      "`--debrief SLUG` of a kata's latest.")]
 
 _END_WORDS = {"passed": "every level passed", "stopped": "you stopped it", "time": "the time ran out"}
 
@@ -42,14 +49,21 @@ def interactive() -> bool:
 
 
 def mock(slug: OptionalSlugArg = None, minutes: MinutesOpt = None, stop: StopOpt = False,
-         answers: AnswersOpt = None, as_json: JsonOpt = False) -> None:
+         answers: AnswersOpt = None, debrief: DebriefOpt = False, as_json: JsonOpt = False) -> None:
     """A mock interview: the framing and level 1 only, the next level when the revealed ones
     pass, two follow-up questions at the end, and a debrief.
 
     Without a slug: the kata you most need (never attempted, then your lowest best score,
     then the one attempted longest ago). `kata grade` grades the revealed levels; `kata mock`
-    again shows where you are; `--stop` ends it; `--answers FILE` answers the follow-ups."""
+    again shows where you are; `--stop` ends it; `--answers FILE` answers the follow-ups;
+    `--debrief [ID]` reprints a finished mock's debrief with its timeline."""
     cat = catalog()
+    if debrief:
+        if stop or answers is not None or minutes is not None:
+            raise KataError("--debrief reprints a finished mock: it takes no --stop, --answers or --minutes",
+                            hint="`kata mock --debrief [ID]`, or `kata mock` without --debrief")
+        with Store() as store:
+            return _reprint(store, cat, slug, as_json)
     with Store() as store:
         kata_slug = cat.get(slug).slug if slug else None
         running = _running_mock(store, kata_slug)
@@ -274,6 +288,50 @@ def _ask_marks(questions: list[dict[str, Any]], answers: list[str]) -> list[list
     return marks
 
 
+# ----------------------------------------------------------------------------- a past debrief
+
+
+def _reprint(store: Store, cat: Catalog, which: str | None, as_json: bool) -> None:
+    """The debrief of a finished mock as recorded, with its timeline: the latest, the one of
+    session id `which`, or the latest of the kata `which`."""
+    session = _finished_mock(store, cat, which)
+    kata = cat.get(session.kata)
+    debrief = debrief_to_reprint(store, session, kata, cat, store.mock(session.id).debrief)
+    timeline = build_timeline(store, session, kata)
+    if as_json:
+        output.print_json({"kata": kata.slug, "session_id": session.id, "debrief": {**debrief, "timeline": timeline}})
+        return
+    mock_view.print_debrief(debrief, reprint=True)
+    mock_view.print_timeline(timeline)
+
+
+def _finished_mock(store: Store, cat: Catalog, which: str | None) -> Session:
+    listed = "`kata history --mock` lists your mocks and their ids"
+    if which is not None and which.strip().isdigit():
+        try:
+            session = store.session(int(which))
+        except StoreError:
+            raise KataError(f"no mock has the id {which.strip()}", hint=listed) from None
+        record = store.mock(session.id) if session.is_mock else None
+        if record is None:
+            raise KataError(f"session {session.id} is a timed session of {session.kata}, not a mock", hint=listed)
+        if session.status == "active":
+            raise KataError(f"mock {session.id} ({session.kata}) is still running: its debrief comes at the end",
+                            hint="`kata mock --stop` ends it; the follow-ups, then the debrief")
+        if record.debrief is None:
+            raise KataError(f"mock {session.id} ({session.kata}) waits for your follow-up answers",
+                            hint="`kata mock` asks them (or `kata mock --answers FILE`); the debrief follows")
+        return session
+    slug = cat.get(which).slug if which is not None else None
+    for session in store.mock_sessions(slug):
+        record = store.mock(session.id)
+        if record is not None and record.debrief is not None and session.kata in cat.katas:
+            return session
+    of = f" of {slug}" if slug else ""
+    raise KataError(f"no finished mock{of} yet", hint=f"`kata mock{' ' + slug if slug else ''}` starts one; "
+                                                     "its debrief is recorded once the follow-ups are answered")
+
+
 def mock_rows(store: Store, cat: Catalog, slug: str | None = None) -> list[dict[str, Any]]:
     """`kata history --mock`: every mock with its signal, coverage and debrief."""
     rows = []
@@ -293,7 +351,8 @@ def mock_rows(store: Store, cat: Catalog, slug: str | None = None) -> list[dict[
                  else "awaiting answers")
         rows.append({"session_id": session.id, "kata": kata.slug, "started_at": session.started_at,
                      "minutes": session.minutes, "levels_passed": passed, "num_levels": len(kata.levels),
-                     "signal": debrief["signal"] if debrief else session_signal(clocks, session.deadline),
+                     "signal": debrief["signal"] if debrief else session_signal(
+                         clocks, session.deadline, session_details_missed(store, session)),
                      "coverage": debrief["coverage"] if debrief else None, "state": state,
                      "debrief": debrief})
     return rows
