@@ -15,17 +15,18 @@ PROMPTS = [[5, 9, 2], [7]]
 def test_worked_example_tokens(solution):
     want = [[15, 56, 15, 56, 57, 60], [11, 39, 14, 38, 62, 48]]
     got = solution.generate(TinyLM(seed=0), PROMPTS, 6)
-    expect(got == want, "generate(TinyLM(seed=0), [[5, 9, 2], [7]], 6) equals generate_slow's tokens",
-           expected=want, got=got)
+    expect(got == want, "the tokens generate returns (those generate_slow returns)",
+           input="generate(TinyLM(seed=0), prompts=[[5, 9, 2], [7]], max_new_tokens=6)", expected=want, got=got)
 
 
-@kata_test(level=1, category="efficiency", description="fewer FLOPs than recomputing the prefix")
+@kata_test(level=1, category="efficiency", description="FLOPs against generate_slow's")
 def test_fewer_flops_than_generate_slow(solution):
     prompts = [[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]]
     model = TinyLM(seed=0)
     slow = count_flops(lambda: generate_slow(model, prompts, 10))
     fast = count_flops(lambda: solution.generate(model, prompts, 10))
-    expect(fast * 3 <= slow, "a KV cache needs less than a third of generate_slow's FLOPs here",
+    expect(fast * 3 <= slow, "FLOPs of generate, against a third of generate_slow's on the same call",
+           input="generate(TinyLM(seed=0), prompts=[[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]], max_new_tokens=10)",
            expected=f"<= {slow / 3 / 1e6:.2f} MFLOPs", got=f"{fast / 1e6:.2f} MFLOPs")
 
 
@@ -39,7 +40,9 @@ def test_ops_per_step_with_more_requests(solution):
         return (long - short) / 4
 
     one, eight = per_step([[5, 9, 2]]), per_step([[5, 9, 2], [7], [1, 2, 3, 4], [8, 8]] * 2)
-    expect(eight <= one + 2, "operations per decoding step do not grow with the number of requests",
+    expect(eight <= one + 2, "torch operations per decoding step with 8 requests, against 1 request (+ 2)",
+           input="generate(TinyLM(seed=0), prompts, max_new_tokens=6) minus max_new_tokens=2, over 4 steps; "
+                 "prompts [[5, 9, 2]], then [[5, 9, 2], [7], [1, 2, 3, 4], [8, 8]] * 2",
            expected=f"<= {one + 2:.0f}", got=f"{eight:.0f}")
 
 
@@ -47,8 +50,8 @@ def test_ops_per_step_with_more_requests(solution):
 def test_worked_example_eos(solution):
     want = [[15, 56], [11, 39, 14, 38, 62, 48]]
     got = solution.generate(TinyLM(seed=0), PROMPTS, 6, eos_id=56)
-    expect(got == want, "request 0 stops right after its EOS (56, included)", expected=want, got=got)
+    call = "generate(TinyLM(seed=0), prompts=[[5, 9, 2], [7]], max_new_tokens=6, eos_id=56)"
+    expect(got == want, "the tokens generate returns with eos_id=56", input=call, expected=want, got=got)
     model = TinyLM(seed=0)
     syncs = count_syncs(lambda: solution.generate(model, PROMPTS, 6, eos_id=56))
-    expect(syncs <= 7, "at most one sync per decoding step (6 steps, plus one)", expected="<= 7",
-           got=syncs)
+    expect(syncs <= 7, "host-device syncs during the call", input=call, expected="<= 7", got=syncs)
