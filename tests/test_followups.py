@@ -1,7 +1,7 @@
 """Follow-up answers scored by their keys (grader/followups.py): every kata's own answer key
 scores full points, nothing scores nothing, half scores about half; self-marks override and
-say so; a mock asks only follow-ups of the levels it revealed; kata.toml's keys and levels
-are checked where they are written."""
+say so; a mock asks only follow-ups of the levels it revealed, and one stopped after level 1
+or 2 still has two to ask; kata.toml's keys and levels are checked where they are written."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from grader import clock
 from grader.catalog import KATAS_DIR, load_catalog
 from grader.cli.app import app
 from grader.followups import coverage, points_found, score_answer, score_mock, score_words
-from grader.mock import choose_followups
+from grader.mock import NUM_FOLLOWUPS, choose_followups
 from grader.store import Store
 
 CATALOG = load_catalog()
@@ -121,6 +121,21 @@ def test_a_mock_asks_only_follow_ups_of_the_levels_it_revealed(slug, tmp_path):
                 assert len(asked) == 2
 
 
+@pytest.mark.parametrize("slug", KATAS)
+@pytest.mark.parametrize("revealed", [{1}, {1, 2}], ids=["level 1", "levels 1-2"])
+def test_a_mock_that_stops_early_still_has_a_full_set_of_follow_ups(slug, revealed, tmp_path):
+    """A mock stopped after level 1 (or 2) asks as many follow-ups as one that reached the end:
+    enough of them sit at those levels and name nothing of a level not revealed."""
+    kata = CATALOG.get(slug)
+    with Store() as store:
+        session = store.start_session(slug, tmp_path / "x.py", 75, mode="mock")
+        asked = choose_followups(kata, store, session, revealed)
+    assert len(asked) == NUM_FOLLOWUPS, (
+        f"{slug}: a mock that revealed levels {sorted(revealed)} can ask {len(asked)} follow-up(s); "
+        f"write level-{max(revealed)} ones in kata.toml that name nothing of a later level")
+    assert all(q["level"] <= max(revealed) for q in asked)
+
+
 # ----------------------------------------------------------------------------- kata.toml
 
 
@@ -184,21 +199,24 @@ def test_a_mock_scores_answers_from_a_file_records_them_and_a_later_self_mark_ov
         with Store() as store:
             [session] = store.mock_sessions("paged-kv")
             asked = store.mock(session.id).followups
-        assert [q["level"] for q in asked] == [1]  # stopped at level 1: paged-kv has one such follow-up
+        assert [q["level"] for q in asked] == [1, 1]  # stopped at level 1: two level-1 follow-ups
         num_points = len(asked[0]["points"])
+        all_points = sum(len(q["points"]) for q in asked)
+        first = " ".join(asked[0]["points"][:2])  # names the first question's points 1 and 2
         answers = tmp_path / "answers.json"
-        answers.write_text(json.dumps({"answers": [{"answer": " ".join(asked[0]["points"][:2])}]}))
+        answers.write_text(json.dumps({"answers": [{"answer": first}, {"answer": "no idea"}]}))
         scored = invoke("mock", "--answers", answers)
         text = " ".join(scored.output.split())
-        assert f"follow-ups: you covered 2 of {num_points} points (scored by the answer keys)" in text
+        assert f"follow-ups: you covered 2 of {all_points} points (scored by the answer keys)" in text
         assert f"what an interviewer listens for (2 of {num_points})" in text and "✗ 3." in text
-        answers.write_text(json.dumps({"answers": [{"answer": " ".join(asked[0]["points"][:2]),
-                                                    "covered": [1, 2, 3]}]}))
+        answers.write_text(json.dumps({"answers": [{"answer": first, "covered": [1, 2, 3]},
+                                                   {"answer": "no idea"}]}))
         marked = json.loads(invoke("mock", "--answers", answers, "--json").output)["debrief"]
-        [entry] = marked["followups"]
+        entry = marked["followups"][0]
         assert entry["found"] == [1, 2] and entry["self_marked"] == [1, 2, 3] and entry["covered"] == [1, 2, 3]
-        assert marked["coverage"] == {"covered": 3, "points": num_points, "found": 2, "self_marked": 1}
+        assert marked["coverage"] == {"covered": 3, "points": all_points, "found": 2, "self_marked": 1}
         with Store() as store:
             events = store.events("paged-kv", session_id=session.id, kind="followup")
-        assert [(e.level, e.data["found"], e.data["self_marked"]) for e in events] == [
+        assert [(e.level, e.data["found"], e.data["self_marked"]) for e in events
+                if e.data["index"] == asked[0]["index"]] == [
             (1, [1, 2], None), (1, [1, 2], [1, 2, 3])]  # the latest event of a question is its score
