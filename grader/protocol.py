@@ -88,6 +88,16 @@ def expect(condition: Any, prop: str, *, input: Any = None, expected: Any = None
         raise PropertyFailure(prop, input=input, expected=expected, got=got, note=note)
 
 
+def expect_value_error(fn: Callable[[], Any], call: str) -> None:
+    """fn() raises ValueError; anything else fails, showing the call, expected and got."""
+    try:
+        got = fn()
+    except ValueError:
+        return
+    expect(False, f"{call} raises ValueError", input=call, expected="ValueError",
+           got=f"no exception (returned {type(got).__name__})")
+
+
 def call(fn: Callable, *args: Any, what: str, **kwargs: Any) -> Any:
     """Call candidate code; turn NotImplementedError into a readable failure."""
     try:

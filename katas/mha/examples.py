@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from grader.protocol import expect, kata_test
+from grader.protocol import expect, expect_value_error, kata_test
 
 
 def t(values):
@@ -22,16 +22,6 @@ def close(got, expected, atol=1e-4):
 Q, K, V = t([[1.0]]), t([[0.0], [1.0]]), t([[10.0], [20.0]])
 QKV = "q=[[1.]], k=[[0.], [1.]], v=[[10.], [20.]] (each (1, 1, T, D), float32)"
 W1 = math.exp(1) / (1 + math.exp(1))
-
-
-def expect_value_error(fn, call):
-    """fn() raises ValueError; anything else fails with the call, expected and got."""
-    try:
-        got = fn()
-    except ValueError:
-        return
-    expect(False, f"{call} raises ValueError", input=call, expected="ValueError",
-           got=f"no exception (returned {type(got).__name__})")
 
 
 @kata_test(level=1, category="correctness", description="worked example: one query, two keys")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.protocol import expect, kata_test
+from grader.protocol import expect, expect_value_error, kata_test
 from grader.suites._common import check_close
 
 X = torch.tensor([[1.0, 2.0, 3.0, 4.0]])  # (T=1, D=4)
@@ -16,16 +16,6 @@ AT_1 = torch.tensor([1])
 X_AT_1 = torch.tensor([[-1.98411, 1.95990, 2.46238, 4.01980]])  # the worked example
 LLAMA3 = {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 2048}
-
-
-def expect_value_error(fn, call):
-    """fn() raises ValueError; anything else fails with the call, expected and got."""
-    try:
-        got = fn()
-    except ValueError:
-        return
-    expect(False, f"{call} raises ValueError", input=call, expected="ValueError",
-           got=f"no exception (returned {type(got).__name__})")
 
 
 # ---------------------------------------------------------------------------- level 1
