@@ -12,7 +12,7 @@ from typing import Any, Callable, Collection
 
 from grader.catalog import Kata
 from grader.engine import precheck, suite_listing, time_limits
-from grader.engine.limits import ResourceLimits
+from grader.engine.limits import Limits
 from grader.engine.report import Scorecard, build_scorecard
 from grader.engine.runner import RunOutcome, TestResult, run_suite
 from grader.errors import CatalogError, KataError
@@ -58,7 +58,7 @@ def _file_in(folder: Path) -> str:
 
 def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None = None,
           on_event: Callable[[str, dict[str, Any]], None] | None = None,
-          limits: ResourceLimits | None = None, test_timeout_s: float | None = None,
+          limits: Limits | None = None, test_timeout_s: float | None = None,
           total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, workdir: Path | None = None,
           levels: set[int] | None = None, per_test_limits: bool = True, jobs: int | None = None,
           tests: Collection[str] | None = None, **extra: Any) -> Scorecard:

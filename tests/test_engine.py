@@ -223,15 +223,16 @@ def test_hypothesis_draws_no_constants_from_the_graders_modules():
     assert test.passed, (test.message, test.details)
 
 
-def test_the_shrink_budget_is_the_tests_time_so_far_within_its_limit(monkeypatch):
+def test_the_shrink_budget_is_the_tests_time_so_far_within_its_limit():
     from grader.engine import plugin
+    from grader.engine.session import TestClock
 
-    monkeypatch.setattr(plugin, "_started", [100.0])
-    monkeypatch.setattr(plugin, "_deadline", [110.0])
-    assert plugin.shrink_budget_s(now=100.2) == plugin.SHRINK_FLOOR_S  # found at once
-    assert plugin.shrink_budget_s(now=103.0) == 3.0  # as long again as it has run
-    assert plugin.shrink_budget_s(now=107.0) == 3.0 - plugin.SHRINK_MARGIN_S  # the limit's
-    assert plugin.shrink_budget_s(now=109.9) == 0.0
+    clock = TestClock()
+    clock.start(10.0, now=100.0)
+    assert clock.shrink_budget_s(now=100.2) == plugin.SHRINK_FLOOR_S  # found at once
+    assert clock.shrink_budget_s(now=103.0) == 3.0  # as long again as it has run
+    assert clock.shrink_budget_s(now=107.0) == 3.0 - plugin.SHRINK_MARGIN_S  # the limit's
+    assert clock.shrink_budget_s(now=109.9) == 0.0
 
 
 def test_the_reference_timings_record_each_tests_longest_call_without_the_import():

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 from grader.catalog import load_catalog
 from grader.cli.app import app
 from grader.engine import sandbox
-from grader.engine.limits import ResourceLimits
+from grader.engine.limits import Limits
 from grader.engine.runner import run_suite
 from grader.homework.bundle import BundleError, open_bundle
 from grader.homework.spec import load_homework
@@ -503,11 +503,10 @@ _GENEROUS_TEST_TIMEOUT_S = 120.0
 
 
 def _contained_run(name: str, workdir: Path, test_timeout_s: float = _GENEROUS_TEST_TIMEOUT_S, **limits):
-    settings = dict(cpu_seconds=20, memory_bytes=2 * 1024**3, max_file_bytes=10 * 1024**2,
-                    scrub_env=True, home=str(workdir))
+    settings = dict(cpu_seconds=20, memory_bytes=2 * 1024**3, max_file_bytes=10 * 1024**2)
     settings.update(limits)
     outcome = run_suite(TOY_SUITE, HOSTILE / f"{name}.py", "toy", 1, test_timeout_s=test_timeout_s,
-                        total_timeout_s=300.0, limits=ResourceLimits(**settings), workdir=workdir)
+                        total_timeout_s=300.0, limits=Limits(**settings), workdir=workdir)
     return {t.name: t for t in outcome.tests}
 
 

@@ -24,6 +24,7 @@ from grader import grading
 from grader.catalog import Kata, Level, load_catalog
 from grader.cli.app import app
 from grader.engine import import_watch
+from grader.engine.config import JudgeConfig
 from grader.engine.precheck import check_source
 from grader.engine.runner import run_suite
 from grader.engine.suite_listing import list_tests
@@ -122,10 +123,9 @@ def _collected(paths: list[Path], rootdir: Path, *options: str) -> list[dict]:
     """What the judge's plugin reports it collected (no solution: nothing runs)."""
     katas = list(load_catalog().katas.values())
     with tempfile.TemporaryFile("w+") as results:
-        env = {**os.environ, "KATA_RESULTS_FD": str(results.fileno()), "PYTHONPATH": str(REPO_ROOT),
-               "KATA_SUPPORT": os.pathsep.join(str(p) for k in katas for p in k.support_paths)}
-        for name in ("KATA_SOLUTION", "KATA_LOAD_ERROR", "KATA_LEVELS", "KATA_TESTS", "KATA_SHARD"):
-            env.pop(name, None)
+        judge = JudgeConfig(results_fd=results.fileno(),
+                            support=tuple(str(p) for k in katas for p in k.support_paths))
+        env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **judge.to_env()}
         done = subprocess.run([sys.executable, "-m", "pytest", *map(str, paths), "-p", "grader.engine.plugin",
                                "--collect-only", "-q", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull,
                                "--rootdir", str(rootdir), "--assert=plain", *options],

@@ -131,7 +131,7 @@ def stuck_text(frames: list[tuple[int, str]], seconds: float, source_lines: list
 
 
 def where_text(frames: list[tuple[int, str]], source_lines: list[str]) -> str:
-    """The frames as a hung test shows them (plugin.py's _stuck_or_crash)."""
+    """The frames as a hung test shows them (judge_report.stuck_or_crash)."""
     shown = [f"  line {ln}, in {fn}: {source_lines[ln - 1].strip() if 0 < ln <= len(source_lines) else ''}"
              for ln, fn in frames[:3]]
     return "where your code was when it was stopped (innermost first):\n" + "\n".join(shown)

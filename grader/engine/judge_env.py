@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-ENV_JUDGE_MEMORY = "KATA_JUDGE_MEMORY_BYTES"  # the judge's limit (0: none); set by the runner
+ENV_JUDGE_MEMORY = "KATA_JUDGE_MEMORY_BYTES"  # the judge's limit (0: none), as the user sets it
 DEFAULT_JUDGE_MEMORY_BYTES = 8 * 1024**3
 
 # What Python, torch, Triton and CUDA need to run, and the engine's own switches (the runner

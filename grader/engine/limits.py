@@ -1,42 +1,40 @@
-"""Resource limits for the grading child (used when re-grading someone else's code)."""
+"""What the worker process may use: one `Limits`, from the caller of a grading (a coach's
+review sets tighter ones) through the judge's configuration to the sandbox's rlimits."""
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-from typing import Callable
-
-# Variables a child keeps when the environment is scrubbed: enough to run Python and torch.
-_KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ", "SYSTEMROOT", "TRITON_INTERPRET",
-             "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
 
 
 @dataclass(frozen=True)
-class ResourceLimits:
+class Limits:
+    """What the worker may use. None: no limit of that kind.
+
+    The defaults are a candidate's own grading: generous, the machine is theirs; the limits
+    are the sandbox's rlimits (address space, largest file written, CPU seconds, open files)
+    and the size of its private /tmp."""
+
+    memory_bytes: int | None = 16 * 1024**3
+    max_file_bytes: int | None = 64 * 1024**2
     cpu_seconds: int | None = None
-    memory_bytes: int | None = None
-    max_file_bytes: int | None = None
-    scrub_env: bool = False
-    home: str | None = None
+    open_files: int = 512
+    tmp_bytes: int = 256 * 1024**2
 
-    def scrubbed_env(self) -> dict[str, str]:
-        if not self.scrub_env:
-            return dict(os.environ)
-        env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
-        if self.home:
-            env["HOME"] = self.home
-        return env
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "Limits":
+        """The limits `to_dict` wrote (TypeError or ValueError for anything else)."""
+        def size(name: str) -> int | None:
+            value = raw[name]
+            return None if value is None else int(value)
 
-def child_preexec(limits: ResourceLimits) -> Callable[[], None]:
-    def apply() -> None:
-        import resource
-
-        if limits.cpu_seconds is not None:
-            resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
-        if limits.memory_bytes is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        if limits.max_file_bytes is not None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limits.max_file_bytes, limits.max_file_bytes))
-
-    return apply
+        unknown = set(raw) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown limits {sorted(unknown)}")
+        defaults = cls()
+        values: dict[str, Any] = {name: size(name) if name in raw else getattr(defaults, name)
+                                  for name in cls.__dataclass_fields__}
+        return cls(**values)

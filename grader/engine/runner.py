@@ -2,8 +2,9 @@
 
 The parent (this module) starts the **judge**, ``python -m pytest <suite> -p
 grader.engine.plugin``, which runs the suite and the reference and starts its own **worker**
-for the candidate's code (see plugin.py). The judge streams JSON lines on a pipe only it
-holds. The parent watches that stream as a last line of defence: a test that runs far past
+for the candidate's code (see plugin.py). The judge's configuration is one `JudgeConfig`
+(config.py) in its environment; it streams events on a pipe only it holds, each taken here by
+the handler `_RunState.on_<event>` (events.py). The parent watches that stream as a last line of defence: a test that runs far past
 its limit gets the judge killed and restarted on the tests not yet run; a judge that dies is
 handled the same way. Nothing the candidate's code does can make the parent crash or hang.
 """
@@ -20,33 +21,18 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Collection
 
 from grader.catalog import checkout_root
 from grader.engine import zygote
+from grader.engine.config import JudgeConfig
+from grader.engine.events import EventError, EventHandler
 from grader.engine.judge_env import judge_environment
-from grader.engine.limits import ResourceLimits
+from grader.engine.limits import Limits
 from grader.errors import GradingError
 
-
-class _Lazy:
-    """A module imported at its first use. The CLI imports this module for its result types
-    on every command; the judge's plugin (and pytest with it: a third of a second on a
-    loaded machine) is imported only when a judge starts, so a file that cannot load gets
-    its verdict without it (see precheck.py)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __getattr__(self, attr: str) -> Any:
-        import importlib
-
-        return getattr(importlib.import_module(self._name), attr)
-
-
-plugin = _Lazy("grader.engine.plugin")
 
 # Extra seconds the parent waits past a test's own limit before it kills the child: the
 # in-child alarm should fire first and keep the process alive.
@@ -122,7 +108,7 @@ class _OutputSink(threading.Thread):
 
 def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               test_timeout_s: float = 30.0, total_timeout_s: float = 600.0,
-              max_examples: int | None = None, limits: ResourceLimits | None = None,
+              max_examples: int | None = None, limits: Limits | None = None,
               on_event: Callable[[str, dict[str, Any]], None] | None = None,
               workdir: Path | None = None, levels: set[int] | None = None,
               test_limits: dict[str, float] | None = None,
@@ -145,35 +131,32 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
     found the file cannot load), the judge starts no worker and fails every test with it.
     """
     t0 = time.monotonic()
+    config = JudgeConfig(
+        solution=str(solution.resolve()), module=module, test_timeout_s=test_timeout_s,
+        test_limits=dict(test_limits or {}), call_limits=dict(call_limits or {}),
+        max_examples=100 if max_examples is None else max_examples,
+        levels=tuple(sorted(levels or ())), tests=tuple(sorted(tests)) if tests is not None else None,
+        support=tuple(str(p.resolve()) for p in support), load_error=load_error,
+        limits=limits or Limits())
+    if load_error is not None:
+        shards = None  # nothing to share: no test runs
     with tempfile.TemporaryDirectory(prefix="kata-run-") as tmp:
-        env = _judge_env(solution, module, test_timeout_s, max_examples, limits)
-        if levels:
-            env[plugin.ENV_LEVELS] = ",".join(str(lv) for lv in sorted(levels))
-        if tests is not None:
-            env[plugin.ENV_TESTS] = json.dumps(sorted(tests))
-        if test_limits:
-            env[plugin.ENV_TEST_LIMITS] = json.dumps(test_limits)
-        if call_limits:
-            env[plugin.ENV_CALL_LIMITS] = json.dumps(call_limits)
-        if support:
-            env[plugin.ENV_SUPPORT] = os.pathsep.join(str(p.resolve()) for p in support)
-        if load_error is not None:
-            env[plugin.ENV_LOAD_ERROR] = load_error
-            shards = None  # nothing to share: no test runs
+        env = _judge_env()
         run = functools.partial(_run_judge, suite, seed, test_timeout_s=test_timeout_s,
                                 deadline=t0 + total_timeout_s, total_timeout_s=total_timeout_s)
         if not shards or len(shards) < 2:
             cwd = workdir or Path(tmp) / "cwd"
             cwd.mkdir(exist_ok=True)
             state = _RunState(on_event, test_limits or {})
-            run(env, cwd, state)
+            run(env, config, cwd, state)
             states = [state]
         else:
-            states = _run_shards(run, env, shards, workdir, Path(tmp), on_event, test_limits or {})
+            states = _run_shards(run, env, config, shards, workdir, Path(tmp), on_event, test_limits or {})
         return _outcome(states, time.monotonic() - t0)
 
 
-def _run_judge(suite: Path, seed: int, env: dict[str, str], cwd: Path, state: "_RunState", *,
+def _run_judge(suite: Path, seed: int, env: dict[str, str], config: JudgeConfig, cwd: Path,
+               state: "_RunState", *,
                test_timeout_s: float, deadline: float, total_timeout_s: float,
                cpus: set[int] | None = None, stop: "_Stop | None" = None) -> None:
     """One judge on the suite until every test it has is decided: restarted past a test
@@ -182,7 +165,7 @@ def _run_judge(suite: Path, seed: int, env: dict[str, str], cwd: Path, state: "_
     while max_restarts > 0 and not (stop is not None and stop.is_set()):
         max_restarts -= 1
         cmd = _pytest_command(suite, seed, state.done_or_dead())
-        child = _spawn(cmd, env, cwd, cpus)
+        child = _spawn(cmd, env, config, cwd, cpus)
         if stop is not None:
             stop.children.add(child)
         try:
@@ -209,8 +192,8 @@ def _run_judge(suite: Path, seed: int, env: dict[str, str], cwd: Path, state: "_
                      "and report it\n" + bytes(child.output.head).decode(errors="replace")[-2000:])
 
 
-def _run_shards(run: Callable[..., None], env: dict[str, str], shards: list[list[str]],
-                workdir: Path | None, tmp: Path, on_event: Callable[[str, dict[str, Any]], None] | None,
+def _run_shards(run: Callable[..., None], env: dict[str, str], config: JudgeConfig,
+                shards: list[list[str]], workdir: Path | None, tmp: Path, on_event: Callable[[str, dict[str, Any]], None] | None,
                 test_limits: dict[str, float]) -> list["_RunState"]:
     """Each share in a judge of its own, on its own thread here; every judge's state."""
     lock = threading.Lock()
@@ -230,7 +213,7 @@ def _run_shards(run: Callable[..., None], env: dict[str, str], shards: list[list
     named = [name for share in shards[1:] for name in share]
     states, errors, threads = [], [], []
     for i, share in enumerate(shards):
-        spec = {"drop": named} if i == 0 else {"keep": list(share)}
+        ours = replace(config, drop_tests=tuple(named)) if i == 0 else replace(config, keep_tests=tuple(share))
         cwd = workdir or tmp / f"cwd{i}"
         cwd.mkdir(exist_ok=True)
         state = _RunState(events, test_limits)
@@ -238,10 +221,10 @@ def _run_shards(run: Callable[..., None], env: dict[str, str], shards: list[list
 
         # Each judge and its worker take turns on CPUs of their own (a lone judge's plan,
         # grader/engine/cpus.py, then works within them).
-        def work(state: _RunState = state, env: dict[str, str] = {**env, plugin.ENV_SHARD: json.dumps(spec)},
+        def work(state: _RunState = state, config: JudgeConfig = ours,
                  cwd: Path = cwd, cpus: set[int] | None = cpus[i] if cpus else None) -> None:
             try:
-                run(env, cwd, state, cpus=cpus, stop=stop)
+                run(env, config, cwd, state, cpus=cpus, stop=stop)
             except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
                 errors.append(exc)
 
@@ -327,7 +310,7 @@ def _outcome(states: list["_RunState"], duration_s: float) -> RunOutcome:
                       contained=all(contained) if contained else None)
 
 
-class _RunState:
+class _RunState(EventHandler):
     def __init__(self, on_event: Callable[[str, dict[str, Any]], None] | None,
                  test_limits: dict[str, float]) -> None:
         self.on_event = on_event or (lambda kind, data: None)
@@ -348,39 +331,53 @@ class _RunState:
         self.contained: bool | None = None
         self.judge_done = False  # the judge said it has nothing more to send
 
-    def handle(self, event: dict[str, Any]) -> None:
-        kind = event.get("event")
-        if kind == "collected" and self.tests is None:
-            self.tests = {t["nodeid"]: TestResult(**t) for t in event["tests"]}
-            every = event.get("all") if isinstance(event.get("all"), list) else event["tests"]
-            self.order = [str(t.get("nodeid")) for t in every if isinstance(t, dict)]
-            self.every = [t for t in every if isinstance(t, dict)]
-            self.on_event("collected", {"tests": every})
-        elif kind == "worker":
-            self.contained = bool(event.get("contained"))
-            self.notes.extend(str(n)[:500] for n in event.get("notes", [])[:5])
-        elif kind == "done":
-            self.judge_done = True
-        elif kind == "import_start":
-            self.importing, self.import_started = True, time.monotonic()
-        elif kind == "import_done":
-            self.importing = False
-            # The import ran on its own clock (the flat limit): the test's starts now.
-            self.current_started = time.monotonic()
-            self.import_error = event.get("error")
-        elif kind == "start":
-            self.current, self.current_started = event["nodeid"], time.monotonic()
-            test = (self.tests or {}).get(str(self.current))
-            if test is not None and self.current not in self.done:
-                self.on_event("start", test.to_dict())
-        elif kind == "result":
-            details = event.get("details", {})
-            self.finish(str(event["nodeid"]), passed=event["passed"] is True,
-                        message=str(event["message"])[:4000],
-                        details=details if isinstance(details, dict) else {},
-                        duration_s=float(event.get("duration_s", 0.0)),
-                        longest_call_s=float(event.get("longest_call_s", 0.0)),
-                        stdout_bytes=int(event.get("stdout_bytes", 0)))
+    # ---------------------------------------------------------------- the judge's events
+    # Each handler's signature is its event's schema (see grader/engine/events.py).
+
+    def on_collected(self, tests: list[dict[str, Any]], every: list[dict[str, Any]] | None = None) -> None:
+        """The tests this judge runs (`every`: all the suite's, when it runs a share)."""
+        if self.tests is not None:
+            return  # a restarted judge collects again: the first list stands
+        self.tests = {t["nodeid"]: TestResult(**t) for t in tests}
+        every = every if isinstance(every, list) else tests
+        self.order = [str(t.get("nodeid")) for t in every if isinstance(t, dict)]
+        self.every = [t for t in every if isinstance(t, dict)]
+        self.on_event("collected", {"tests": every})
+
+    def on_worker(self, contained: bool, notes: list[str]) -> None:
+        """The judge's first worker started, sandboxed or not."""
+        self.contained = bool(contained)
+        self.notes.extend(str(n)[:500] for n in notes[:5])
+
+    def on_import_start(self) -> None:
+        """The worker imports the candidate's file, on the flat limit's clock."""
+        self.importing, self.import_started = True, time.monotonic()
+
+    def on_import_done(self, error: str | None) -> None:
+        """The import ended: `error` says why the file cannot load, or None."""
+        self.importing = False
+        # The import ran on its own clock (the flat limit): the test's starts now.
+        self.current_started = time.monotonic()
+        self.import_error = error
+
+    def on_start(self, nodeid: str) -> None:
+        """A test starts: the parent's watch times it from now."""
+        self.current, self.current_started = nodeid, time.monotonic()
+        test = (self.tests or {}).get(str(self.current))
+        if test is not None and self.current not in self.done:
+            self.on_event("start", test.to_dict())
+
+    def on_result(self, nodeid: str, passed: bool, message: str, details: dict[str, Any],
+                  duration_s: float, longest_call_s: float, stdout_bytes: int) -> None:
+        """A test's verdict, with the figures the scorecard and the reference's timings use."""
+        self.finish(str(nodeid), passed=passed is True, message=str(message)[:4000],
+                    details=details if isinstance(details, dict) else {},
+                    duration_s=float(duration_s), longest_call_s=float(longest_call_s),
+                    stdout_bytes=int(stdout_bytes))
+
+    def on_done(self) -> None:
+        """The judge has nothing more to send (it is shutting down)."""
+        self.judge_done = True
 
     def finish(self, nodeid: str, **fields: Any) -> None:
         if self.tests is None or nodeid not in self.tests or nodeid in self.done:
@@ -471,10 +468,11 @@ def _read_events(child: _Child, state: _RunState) -> None:
             return
         try:
             event = json.loads(line)
-            if isinstance(event, dict):
-                state.handle(event)
-        except (ValueError, KeyError, TypeError):
-            continue
+        except ValueError:
+            continue  # (the judge writes whole lines: only a cut one could fail here)
+        if not isinstance(event, dict):
+            raise EventError(f"the judge sent something that is not an event: {line[:100]!r}")
+        state.dispatch(event)
 
 
 class _EventReader(threading.Thread):
@@ -511,13 +509,10 @@ def _pytest_command(suite: Path, seed: int, deselect: list[str]) -> list[str]:
     return cmd
 
 
-def _judge_env(solution: Path, module: str, test_timeout_s: float, max_examples: int | None,
-               limits: ResourceLimits | None) -> dict[str, str]:
+def _judge_env() -> dict[str, str]:
+    """The judge's environment, but for its configuration (added at each start: see _spawn)."""
     env = judge_environment(os.environ)  # an allow-list: no reviewer's secret reaches a grading
     env.update({
-        plugin.ENV_SOLUTION: str(solution.resolve()),
-        plugin.ENV_MODULE: module,
-        plugin.ENV_TEST_TIMEOUT: str(test_timeout_s),
         "PYTHONPATH": _child_pythonpath(os.environ.get("PYTHONPATH")),
         # `python -m` would put the child's working directory first on sys.path, where the
         # candidate's code can write files: a module written there must never be imported.
@@ -532,15 +527,6 @@ def _judge_env(solution: Path, module: str, test_timeout_s: float, max_examples:
     env.setdefault("MKL_NUM_THREADS", "1")
     if not env["PYTHONPATH"]:
         del env["PYTHONPATH"]
-    if limits is not None:
-        if limits.memory_bytes:
-            env[plugin.ENV_MEMORY] = str(limits.memory_bytes)
-        if limits.cpu_seconds:
-            env[plugin.ENV_CPU] = str(limits.cpu_seconds)
-        if limits.max_file_bytes:
-            env[plugin.ENV_FILE] = str(limits.max_file_bytes)
-    if max_examples is not None:
-        env[plugin.ENV_MAX_EXAMPLES] = str(max_examples)
     return env
 
 
@@ -555,12 +541,13 @@ def _child_pythonpath(inherited: str | None) -> str:
     return os.pathsep.join(entries)
 
 
-def _spawn(cmd: list[str], env: dict[str, str], cwd: Path, cpus: set[int] | None = None) -> _Child:
+def _spawn(cmd: list[str], env: dict[str, str], config: JudgeConfig, cwd: Path,
+           cpus: set[int] | None = None) -> _Child:
     read_fd, write_fd = os.pipe()
-    env = {**env, plugin.ENV_RESULTS_FD: str(write_fd)}
+    env = {**env, **config.with_results_fd(write_fd).to_env()}
     try:
         # Forked from a zygote where this process asked for one (see zygote.py), else started.
-        forked = zygote.spawn_judge(cmd, env, str(cwd), write_fd, plugin.ENV_RESULTS_FD, cpus)
+        forked = zygote.spawn_judge(cmd, env, str(cwd), write_fd, cpus)
         proc = forked or subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           start_new_session=True, pass_fds=(write_fd,))

@@ -32,23 +32,13 @@ from pathlib import Path
 from typing import Callable
 
 from grader.engine import seccomp
+from grader.engine.limits import Limits
 
 WORKER_PACKAGE = Path(__file__).resolve().parents[1] / "worker"
 ENV_SANDBOX = "KATA_SANDBOX"  # auto (default) | bwrap (required) | none
 _KEPT_ENV = ("LANG", "LC_ALL", "TZ", "TRITON_INTERPRET", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
              "CUDA_VISIBLE_DEVICES")
 _BOOT = "import kata_worker.main as m; m.main()"
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What the worker may use. None: no limit of that kind."""
-
-    memory_bytes: int | None = 16 * 1024**3
-    file_bytes: int | None = 64 * 1024**2
-    cpu_seconds: int | None = None
-    open_files: int = 512
-    tmp_bytes: int = 256 * 1024**2
 
 
 @dataclass
@@ -151,8 +141,8 @@ def _rlimits(limits: Limits, with_seccomp: bool) -> Callable[[], None]:
         resource.setrlimit(resource.RLIMIT_DATA, (data_hard, data_hard))
         if limits.memory_bytes:
             cap(resource.RLIMIT_AS, limits.memory_bytes)
-        if limits.file_bytes:
-            cap(resource.RLIMIT_FSIZE, limits.file_bytes)
+        if limits.max_file_bytes:
+            cap(resource.RLIMIT_FSIZE, limits.max_file_bytes)
         if limits.cpu_seconds:
             cap(resource.RLIMIT_CPU, limits.cpu_seconds)
         cap(resource.RLIMIT_NOFILE, limits.open_files)

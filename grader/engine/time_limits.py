@@ -80,7 +80,7 @@ def shards_for(durations: dict[str, list[float]] | None, jobs: int,
     job, or too little work to split.
 
     Which judge runs a test does not change what it sees: each test starts from its own seed
-    (the plugin's per-test seeding), whatever ran before it."""
+    (session.seed_test), whatever ran before it."""
     if jobs < 2 or not durations:
         return None
     chosen = {name: t for name, t in durations.items()

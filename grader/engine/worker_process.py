@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grader.engine import sandbox
+from grader.engine.limits import Limits
 from grader.engine.judge_bridge import JudgeEndpoint
 from grader.engine.worker_cpu import WorkerCpu
 from grader.worker.wire import FramedSocket, PeerClosed, WireError
@@ -30,7 +31,7 @@ _MAX_RAW_OUTPUT = 64_000
 
 
 class WorkerProcess:
-    def __init__(self, solution: Path, module: str, limits: sandbox.Limits,
+    def __init__(self, solution: Path, module: str, limits: Limits,
                  on_output: Callable[[str, int], None], support: tuple[Path, ...] = ()) -> None:
         self.solution, self.module, self.limits = solution, module, limits
         self.support = support

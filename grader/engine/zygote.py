@@ -30,6 +30,8 @@ import threading
 import traceback
 from typing import Any, Iterator
 
+from grader.engine.config import rebind_results_fd
+
 ENV_ZYGOTE = "KATA_JUDGE_ZYGOTE"
 # What an interpreter reads at its start, and so must be the same in the zygote and the judge.
 STARTUP_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE",
@@ -125,7 +127,7 @@ class Zygote:
             theirs.close()
 
     def spawn(self, cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
-              results_env: str, cpus: set[int] | None) -> ZygoteChild:
+              cpus: set[int] | None) -> ZygoteChild:
         """Fork a judge running `cmd` (``python -m pytest ...``). OSError when the zygote
         cannot (the caller then spawns it as usual)."""
         if cmd[1:3] != ["-m", "pytest"]:
@@ -133,7 +135,7 @@ class Zygote:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         out_read, out_write = os.pipe()
         try:
-            request = json.dumps({"args": cmd[3:], "env": env, "cwd": cwd, "results_env": results_env,
+            request = json.dumps({"args": cmd[3:], "env": env, "cwd": cwd,
                                   "cpus": sorted(cpus) if cpus else None}).encode() + b"\n"
             with self.lock:
                 socket.send_fds(self.control, [b"j"], [theirs.fileno(), out_write, results_fd])
@@ -161,7 +163,7 @@ class Zygote:
             self.proc.kill()
 
 
-def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int, results_env: str,
+def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
                 cpus: set[int] | None) -> ZygoteChild | None:
     """A judge forked from this process's zygote (started on first use), or None where the
     judge must be spawned as usual: no zygote wanted, one that failed, or a judge whose
@@ -180,7 +182,7 @@ def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int, 
     if zygote.key != startup_key(env):
         return None
     try:
-        return zygote.spawn(cmd, env, cwd, results_fd, results_env, cpus)
+        return zygote.spawn(cmd, env, cwd, results_fd, cpus)
     except OSError:
         _failed = True  # the next gradings spawn their judges as usual
         return None
@@ -257,9 +259,9 @@ def _fork_judge(fds: list[int]) -> tuple[int, socket.socket | None]:
         raw = conn.makefile("rb").readline(_MAX_REQUEST_BYTES)
         request = json.loads(raw)
         args, env, cwd = list(request["args"]), dict(request["env"]), str(request["cwd"])
-        env[str(request["results_env"])] = str(results_fd)  # its number in the judge
+        rebind_results_fd(env, results_fd)  # its number in the judge
         cpus = request.get("cpus")
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):  # (a ConfigError is a ValueError)
         conn.close()
         os.close(out_fd)
         os.close(results_fd)
@@ -325,7 +327,7 @@ def _judge(args: list[str], env: dict[str, str], cwd: str, cpus: list[int] | Non
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a stream already gone must not stop the exit
                 pass
         os._exit(code)
 

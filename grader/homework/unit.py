@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from grader.catalog import Catalog, Kata
 from grader.engine import sandbox
-from grader.engine.limits import ResourceLimits
+from grader.engine.limits import Limits
 from grader.engine.report import Scorecard
 from grader.errors import KataError
 from grader.grading import grade
@@ -263,8 +263,7 @@ class _Grader:
         if suite is not None:
             suite_path = work / (Path(suite.name).stem.replace("-", "_") + ".py")
             suite_path.write_text(suite.source, encoding="utf-8")
-        limits = ResourceLimits(cpu_seconds=REVIEW_CPU_SECONDS, memory_bytes=REVIEW_MEMORY_BYTES,
-                                scrub_env=True, home=str(work / "cwd"))
+        limits = Limits(cpu_seconds=REVIEW_CPU_SECONDS, memory_bytes=REVIEW_MEMORY_BYTES)
         return grade(self.kata, self.solution, seed=seed, suite=suite_path, limits=limits,
                      test_timeout_s=REVIEW_TEST_TIMEOUT_S, total_timeout_s=REVIEW_TOTAL_TIMEOUT_S,
                      workdir=work / "cwd")

@@ -14,13 +14,13 @@ import argparse
 import faulthandler
 import gc
 import importlib.abc
-import importlib.util
 import signal
 import socket
 import sys
 import traceback
 from typing import Any
 
+from .loading import import_from_path
 from .serve import OutputCapture, WorkerEndpoint, serve
 from .wire import FramedSocket
 
@@ -37,18 +37,6 @@ class _GraderBlocker(importlib.abc.MetaPathFinder):
         return None
 
 
-def import_candidate(path: str, module_name: str) -> Any:
-    """Execute the file at `path` as module `module_name` (registered in sys.modules first,
-    so dataclasses and pickling find it)."""
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} is not a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def describe_import_error(exc: BaseException, path: str) -> dict[str, Any]:
     if isinstance(exc, SyntaxError) and (exc.filename in (path, None) or exc.filename.endswith(".py")):
         return {"kind": "syntax", "lineno": exc.lineno or 0, "msg": str(exc.msg)[:500],
@@ -57,7 +45,7 @@ def describe_import_error(exc: BaseException, path: str) -> dict[str, Any]:
               for f in traceback.extract_tb(exc.__traceback__) if f.filename == path][-3:]
     try:
         message = str(exc)[:2000]
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - the candidate's __str__ may raise anything
         message = "?"
     return {"kind": "raised", "type": type(exc).__name__[:100], "msg": message, "frames": frames}
 
@@ -84,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     chan = FramedSocket(socket.socket(fileno=args.fd))
     broker = socket.socket(fileno=args.broker_fd) if args.broker_fd >= 0 else None
     try:
-        module = import_candidate(args.file, args.module)
+        module = import_from_path(args.file, args.module)
     except BaseException as exc:  # noqa: BLE001 - any failure of candidate code is a verdict
         out, dropped = capture.drain()
         chan.send(("hello", False, describe_import_error(exc, args.file), {"out": out, "dropped": dropped}))

@@ -5,6 +5,7 @@ import os
 import signal
 import sys
 
+from grader.engine.config import JudgeConfig
 from grader.protocol import expect, kata_test
 
 
@@ -20,7 +21,7 @@ def test_report(solution):
         "session_leader": os.getsid(0) == os.getpid(),
         "sigint": signal.getsignal(signal.SIGINT) is signal.default_int_handler,
         "sigchld": signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL,
-        "results_fd": os.environ.get("KATA_RESULTS_FD", "").isdigit(),
+        "results_fd": JudgeConfig.from_env().results_fd is not None,
         "grader_modules": sorted(m for m in sys.modules if m.startswith("grader.")
                                  and m not in ("grader.engine.zygote",)),
         "open_fds": len(os.listdir("/proc/self/fd")),  # nothing of the zygote's left open
