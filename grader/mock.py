@@ -21,7 +21,12 @@ The rules a mock keeps:
       answer = "what you would say"
       covered = [1, 3]            # optional: the points you covered (overrides the keys)
 
-Data only: the CLI asks the questions and prints (grader/cli/commands/mock.py).
+- What every other command may do while a mock runs is one table here, COMMAND_POLICY:
+  shows the revealed levels only, ends the mock first, or is refused (the reference, the
+  walkthrough, the benchmark hold every level). The CLI applies it where it wires its
+  commands (grader/cli/app.py), so no command module has to remember it.
+
+Data and rules only: the CLI asks the questions and prints (grader/cli/commands/mock.py).
 """
 
 from __future__ import annotations
@@ -33,11 +38,13 @@ import re
 import tomllib
 from collections import Counter
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from grader.catalog import Kata
 from grader.errors import KataError
+from grader.sessions import expire_if_due, running_mock
 from grader.statement import CODE_BLOCK, DECLARED, Statement, load_statement, render_level_parts
 from grader.store import Session, Store
 
@@ -208,3 +215,77 @@ def parse_marks(value: Any, num_points: int, where: str) -> tuple[int, ...]:
         raise KataError(f"{where}: {bad} not among the points 1..{num_points}")
     return tuple(sorted(set(value)))
 
+
+
+# ----------------------------------------------------------------------------- what commands may do
+
+
+class DuringMock(Enum):
+    """What a command may do while a mock of its kata runs."""
+
+    ALLOWED = "allowed"              # shows nothing of a level the mock hides
+    REVEALED_ONLY = "revealed only"  # shows the revealed levels alone (sessions.revealed_levels)
+    ENDS_MOCK = "ends the mock"      # ends the mock first, then shows what it shows
+    REFUSED = "refused"              # would show every level: refused until the mock ends
+
+
+@dataclass(frozen=True)
+class CommandPolicy:
+    during_mock: DuringMock
+    would_show: str = ""  # what a refused command would show, for its error ("the reference")
+
+
+_ALLOWED, _REVEALED = CommandPolicy(DuringMock.ALLOWED), CommandPolicy(DuringMock.REVEALED_ONLY)
+_ENDS = CommandPolicy(DuringMock.ENDS_MOCK)
+
+# Every command of `kata`, as typed after `kata`. The CLI applies this table where it wires
+# its commands (grader/cli/app.py), so a command without an entry does not load; a test
+# enumerates the registered commands against it (tests/test_command_policy.py).
+COMMAND_POLICY: dict[str, CommandPolicy] = {
+    "init": _ALLOWED,
+    "list": _ALLOWED,
+    "show": _REVEALED,       # the revealed levels' Asks; the Spec once the mock is over
+    "start": _ENDS,          # says the mock runs; --force abandons it for a timed session
+    "mock": _REVEALED,
+    "status": _REVEALED,     # the clocks of the revealed levels
+    "check": _REVEALED,      # the revealed levels' examples
+    "watch": _REVEALED,
+    "grade": _REVEALED,      # the revealed levels' tests; a later level is a number only
+    "repro": _REVEALED,      # a test of the last run, and a mock's runs hold revealed levels only
+    "hint": _REVEALED,
+    "ask": _REVEALED,
+    "stop": _ENDS,           # as `kata mock --stop`: follow-ups, then the debrief
+    "reveal": CommandPolicy(DuringMock.REFUSED, "the reference"),  # it holds every level
+    "reset": _ALLOWED,       # note: writes the kata's full stub, which declares every level's API
+    "history": _ALLOWED,
+    "progress": _ALLOWED,
+    "notebook": CommandPolicy(DuringMock.REFUSED, "the walkthrough"),
+    "bench": CommandPolicy(DuringMock.REFUSED, "the benchmark's workloads"),
+    "homework new": _ALLOWED,        # the coach's side, and bundles of finished work
+    "homework invite": _ALLOWED,
+    "homework start": _ENDS,         # a new session of a kata abandons its running mock
+    "homework status": _ALLOWED,
+    "homework submit": _ALLOWED,
+    "homework review": _ALLOWED,
+    "homework grade-one": _ALLOWED,
+    "homework assemble": _ALLOWED,
+}
+
+
+def command_policy(command: str) -> CommandPolicy:
+    """The policy of `command` ("grade", "homework review"); LookupError names the table."""
+    try:
+        return COMMAND_POLICY[command]
+    except KeyError:
+        raise LookupError(f"`kata {command}` has no entry in grader.mock.COMMAND_POLICY: "
+                          "say there what it may do while a mock runs") from None
+
+
+def refuse_during_mock(store: Store, slug: str, what: str) -> None:
+    """KataError when a mock of `slug` is running: `what` would show its later levels. A mock
+    whose time ran out ends here (the mock ends at the candidate's next command)."""
+    running = running_mock(store, slug)
+    running = expire_if_due(store, running) if running else None
+    if running is not None and running.status == "active":
+        raise KataError(f"a mock of {slug} is running: {what} would show its later levels",
+                        hint="`kata mock --stop` ends the mock first, then run it again")

@@ -11,6 +11,10 @@ A level passes when its core tests pass (grader/engine/report.py, the pass rule)
 misses only details of a level passes it, starts the next level's clock and reveals it in a
 mock. The details a passed level missed are those of the latest grade before the deadline that
 passed it (fixed in time, they are no longer missed), and the signal names them.
+
+Which mock is running, which waits for its follow-up answers, and the list of mocks that
+`kata history --mock` shows are asked here too; what a command may do while one runs is
+grader/mock.py's COMMAND_POLICY.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from grader import clock
-from grader.catalog import Kata
+from grader.catalog import Catalog, Kata
 from grader.engine.report import LevelScore, interview_signal
 from grader.store import Session, SessionLevel, Store
 
@@ -200,3 +204,50 @@ def expire_if_due(store: Store, session: Session | None) -> Session | None:
         return session
     store.end_session(session.id, "time", at=session.deadline)
     return store.session(session.id)
+
+
+# ----------------------------------------------------------------------------- mocks
+
+
+def running_mock(store: Store, slug: str | None) -> Session | None:
+    """The newest active mock of `slug` (of any kata when None); its time may have run out
+    (expire_if_due ends it)."""
+    mocks = [s for s in store.active_sessions() if s.is_mock and (slug is None or s.kata == slug)]
+    return mocks[-1] if mocks else None
+
+
+def waiting_mock(store: Store, slug: str | None) -> Session | None:
+    """The newest ended mock whose follow-ups are not answered, or not marked yet."""
+    for session in store.mock_sessions(slug):
+        record = store.mock(session.id)
+        if session.status == "ended" and (record.answers is None or record.marks is None):
+            return session
+        if session.status == "ended":
+            return None
+    return None
+
+
+def mock_rows(store: Store, cat: Catalog, slug: str | None = None) -> list[dict[str, Any]]:
+    """`kata history --mock`: every mock with its signal, coverage and debrief."""
+    rows = []
+    for session in store.mock_sessions(slug):
+        if session.kata not in cat.katas:
+            continue
+        kata = cat.katas[session.kata]
+        record = store.mock(session.id)
+        clocks = level_clocks(store, session, kata)
+        debrief = record.debrief if record else None
+        passed = 0
+        for c in clocks:
+            if c.passed_at is None:
+                break
+            passed += 1
+        state = ("running" if session.status == "active" else "done" if debrief
+                 else "awaiting answers")
+        rows.append({"session_id": session.id, "kata": kata.slug, "started_at": session.started_at,
+                     "minutes": session.minutes, "levels_passed": passed, "num_levels": len(kata.levels),
+                     "signal": debrief["signal"] if debrief else session_signal(
+                         clocks, session.deadline, session_details_missed(store, session)),
+                     "coverage": debrief["coverage"] if debrief else None, "state": state,
+                     "debrief": debrief})
+    return rows

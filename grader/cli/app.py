@@ -1,14 +1,23 @@
-"""The `kata` Typer app: the root only wires the commands together."""
+"""The `kata` Typer app: the root only wires the commands, each under its mock policy
+(grader/mock.py's COMMAND_POLICY) and the one error path (output.handle_errors)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import functools
+import inspect
+from typing import Annotated, Any, Callable
 
 import typer
+from rich.markup import escape
 
 from grader.cli import output
-from grader.cli.commands import (ask, bench, check, grade, hint, history, homework, init_cmd, list_cmd, mock,
-                                 notebook, progress, repro, reset, reveal, show, start, status, stop, watch)
+from grader.cli.commands import (ask, bench, check, grade, hint, history, homework, homework_assign, homework_review,
+                                 init_cmd, list_cmd, mock, notebook, progress, repro, reset, reveal, show, start, status,
+                                 stop, watch)
+from grader.cli.common import catalog
+from grader.mock import DuringMock, command_policy, refuse_during_mock
+from grader.sessions import running_mock
+from grader.store import Store
 
 app = typer.Typer(
     name="kata",
@@ -19,15 +28,61 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
+# Every command as typed after `kata`, in the order `kata --help` lists them ("homework new"
+# is `new` of the homework group). Each is wired by `wired`: nothing else registers a command.
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "init": init_cmd.init, "list": list_cmd.list_katas, "show": show.show, "start": start.start,
+    "mock": mock.mock, "status": status.status, "check": check.check, "watch": watch.watch,
+    "grade": grade.grade, "repro": repro.repro, "hint": hint.hint, "ask": ask.ask, "stop": stop.stop,
+    "reveal": reveal.reveal, "reset": reset.reset, "history": history.history, "progress": progress.progress,
+    "notebook": notebook.notebook, "bench": bench.bench,
+    "homework new": homework_assign.new, "homework invite": homework_assign.invite,
+    "homework start": homework.start, "homework status": homework.status, "homework submit": homework.submit,
+    "homework review": homework_review.review, "homework grade-one": homework_review.grade_one,
+    "homework assemble": homework_review.assemble,
+}
+GROUPS = {"homework": homework.homework_app}
+
+
+def wired(command: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` as `kata <command>` runs it: under its mock policy (grader/mock.py; a command
+    without one fails here, at import) and with the one error path (output.handle_errors)."""
+    policy = command_policy(command)
+    if policy.during_mock is DuringMock.REFUSED:
+        fn = _refused_during_mock(fn, policy.would_show)
+    runs = output.handle_errors(fn)
+    runs.mock_policy = policy  # type: ignore[attr-defined]  # what tests/test_command_policy.py reads
+    return runs
+
+
+def _refused_during_mock(fn: Callable[..., Any], what: str) -> Callable[..., Any]:
+    """`fn`, refused while a mock of the kata named by its `slug` argument runs."""
+    signature = inspect.signature(fn)
+    slug_param = signature.parameters.get("slug")
+    if slug_param is None or slug_param.default is not inspect.Parameter.empty:
+        raise TypeError(f"{fn.__name__} is refused during a mock, so it must take the kata's slug")
+
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        slug = signature.bind(*args, **kwargs).arguments["slug"]
+        with Store() as store:
+            if running_mock(store, None) is not None:  # no mock, no catalog lookup
+                refuse_during_mock(store, catalog().get(slug).slug, what)
+        return fn(*args, **kwargs)
+
+    return guarded
+
 
 @app.callback()
 def root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False) -> None:
     output.set_debug(debug)
 
 
-for command in (init_cmd, list_cmd, show, start, mock, status, check, watch, grade, repro, hint, ask, stop, reveal, reset,
-                history, progress, notebook, bench, homework):
-    command.register(app)
+for name, command in COMMANDS.items():
+    group, _, sub = name.rpartition(" ")
+    (GROUPS[group] if group else app).command(sub)(wired(name, command))
+for name, group_app in GROUPS.items():
+    app.add_typer(group_app, name=name)
 
 
 def main() -> None:
@@ -46,8 +101,8 @@ def main() -> None:
             sys.exit(output.EXIT_USAGE)
         ctx = exc.ctx
         where = ctx.command_path if ctx is not None else "kata"
-        output.err_console.print(f"[bold red]error:[/] {output.escape(exc.format_message())}")
-        output.err_console.print(f"[yellow]next:[/] {output.escape(where)} --help  "
+        output.err_console.print(f"[bold red]error:[/] {escape(exc.format_message())}")
+        output.err_console.print(f"[yellow]next:[/] {escape(where)} --help  "
                                  "(what it takes, with examples)")
         sys.exit(output.EXIT_USAGE)
     except click_exc.ClickException as exc:

@@ -1,4 +1,6 @@
-"""The one output layer: consoles, error exits, and the renderers of tables and scorecards."""
+"""The one output layer: the consoles, error exits, and the primitives every command prints
+with (durations, paths, tables sized to the console, the pager). What a command draws lives
+beside it or in its own renderable (scorecard.py, mock_view.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,6 @@ from typing import Any, Callable, NoReturn
 import typer
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 
@@ -150,16 +151,6 @@ def time_bar(elapsed_s: float, total_s: float) -> ProgressBar:
     return ProgressBar(total=total_s, completed=min(elapsed_s, total_s), width=12 if is_compact() else 30,
                        complete_style="red" if over else "green",
                        finished_style="red" if over else "green")
-
-
-# ---------------------------------------------------------------------------- scorecard
-
-
-def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: str | None = None) -> None:
-    """Print a scorecard dict (Scorecard.to_dict()); the layout lives in scorecard.py."""
-    from grader.cli.scorecard import render_scorecard as render
-
-    render(card, show_passed=show_passed, title=title)
 
 
 # less: -R shows colours, -F quits at once when the text fits on one screen, -X leaves what

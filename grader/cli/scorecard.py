@@ -7,6 +7,9 @@ limits, and a level whose every test raised NotImplementedError is one line. Und
 comes what the code printed in that test (the first 40 lines, marked), and the command that
 writes its reproduction snippet. Everything wraps: nothing is cut at 80 columns.
 
+ScorecardView is a rich renderable (as rich's own Rule or Panel): it draws at the width of
+the console that prints it, so a test draws it onto ``Console(record=True, width=80)``.
+
 Every string of a test (messages, details, printed output, names) may come from the
 candidate's code, so it reaches the console through grader.textsafe: as plain Text, never
 markup, with no control sequence left in it.
@@ -16,18 +19,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from grader import textsafe
-from grader.cli import output
+from grader.cli.output import COMPACT_BELOW_COLUMNS, fmt_duration
 
-COMPACT_BELOW_COLUMNS = 100
 MAX_PRINTED_LINES = 40
 MAX_NAMES_LISTED = 6
 _DETAIL_LABELS = (("input", "input"), ("expected", "expected"), ("got", "got"), ("where", "where"),
@@ -47,42 +49,56 @@ class FailureGroup:
         return [self.first, *self.others]
 
 
-def render_scorecard(card: dict[str, Any], *, show_passed: bool = False, title: str | None = None) -> None:
-    """Print a scorecard dict (Scorecard.to_dict())."""
-    console = output.console
-    console.print(_summary_panel(card, title))
-    console.print(_levels_table(card))
-    for line in details_missed_lines(card):
-        console.print(line)
-    console.print(_categories_line(card))
-    import_error = card.get("import_error")
-    if import_error:
-        console.print(Panel(textsafe.text(import_error), title="your file could not be loaded",
-                            title_align="left", border_style="red"))
-    # With an import error, the tests that failed for it are that panel; the others (run
-    # before a restarted worker failed to import) still get their boxes.
-    failures = [t for t in card["tests"] if not t["passed"]
-                and not (import_error and t["message"].strip() == import_error.strip())]
-    if failures:
-        unimplemented = unimplemented_levels(card)
-        rest = [t for t in failures if t["level"] not in unimplemented]
-        groups = group_failures(rest)
-        num_boxes = len(groups) + len(unimplemented)
-        console.print(Text(f"\n{len(failures)} failing test{'s' if len(failures) != 1 else ''}, "
-                           f"{num_boxes} distinct failure{'s' if num_boxes != 1 else ''}:", style="bold red"))
-        if unimplemented:
-            console.print(unimplemented_lines(unimplemented))
-        for group in groups:
-            for renderable in failure_box(group):
-                console.print(renderable)
-        console.print(summary_line(card))  # the cards scroll the summary panel away
-    if show_passed:
-        for test in card["tests"]:
-            if test["passed"]:
-                console.print(f"  [green]✓[/] L{test['level']} {textsafe.markup(test['description'])}")
-    if card.get("output_bytes", 0) > 100_000:
-        console.print(f"[yellow]note:[/] your code printed {card['output_bytes']:,} bytes while graded; "
-                      "remove debug prints, they slow grading down")
+class ScorecardView:
+    """A scorecard dict (Scorecard.to_dict()) as a rich renderable: `console.print(view)`
+    draws it at that console's width; nothing here prints on its own.
+
+    `show_passed` adds a line per passed test; `title` (markup) replaces the kata's title.
+    """
+
+    def __init__(self, card: dict[str, Any], *, show_passed: bool = False, title: str | None = None) -> None:
+        self.card = card
+        self.show_passed = show_passed
+        self.title = title
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        card = self.card
+        yield _summary_panel(card, self.title)
+        yield _levels_table(card, compact=options.max_width < COMPACT_BELOW_COLUMNS)
+        yield from details_missed_lines(card)
+        yield _categories_line(card)
+        import_error = card.get("import_error")
+        if import_error:
+            yield Panel(textsafe.text(import_error), title="your file could not be loaded",
+                        title_align="left", border_style="red")
+        # With an import error, the tests that failed for it are that panel; the others (run
+        # before a restarted worker failed to import) still get their boxes.
+        failures = [t for t in card["tests"] if not t["passed"]
+                    and not (import_error and t["message"].strip() == import_error.strip())]
+        if failures:
+            yield from _failures(card, failures)
+            yield summary_line(card)  # the cards scroll the summary panel away
+        if self.show_passed:
+            for test in card["tests"]:
+                if test["passed"]:
+                    yield f"  [green]✓[/] L{test['level']} {textsafe.markup(test['description'])}"
+        if card.get("output_bytes", 0) > 100_000:
+            yield (f"[yellow]note:[/] your code printed {card['output_bytes']:,} bytes while graded; "
+                   "remove debug prints, they slow grading down")
+
+
+def _failures(card: dict[str, Any], failures: list[dict[str, Any]]) -> Iterator[RenderableType]:
+    """The count of failures, the unimplemented levels' lines, then one box per group."""
+    unimplemented = unimplemented_levels(card)
+    rest = [t for t in failures if t["level"] not in unimplemented]
+    groups = group_failures(rest)
+    num_boxes = len(groups) + len(unimplemented)
+    yield Text(f"\n{len(failures)} failing test{'s' if len(failures) != 1 else ''}, "
+               f"{num_boxes} distinct failure{'s' if num_boxes != 1 else ''}:", style="bold red")
+    if unimplemented:
+        yield unimplemented_lines(unimplemented)
+    for group in groups:
+        yield from failure_box(group)
 
 
 # ---------------------------------------------------------------------------- grouping
@@ -242,8 +258,8 @@ def _summary_panel(card: dict[str, Any], title: str | None) -> Panel:
              f"{'all hidden tests passed' if card['passed'] else 'some hidden tests failed'}"]
     if card.get("time_limit_s") is not None:
         over = " [red](overtime)[/]" if card.get("overtime") else ""
-        lines.append(f"time used {output.fmt_duration(card.get('time_used_s'))} of "
-                     f"{output.fmt_duration(card['time_limit_s'])}{over}")
+        lines.append(f"time used {fmt_duration(card.get('time_used_s'))} of "
+                     f"{fmt_duration(card['time_limit_s'])}{over}")
     lines.append(f"hints used {card.get('hints_used', 0)}   seed {card['seed']}   "
                  f"graded in {card['duration_s']:.1f} s")
     if card.get("signal"):
@@ -264,15 +280,14 @@ def summary_line(card: dict[str, Any]) -> Text:
     if card.get("time_limit_s") is None:
         line.append("untimed")
     else:
-        line.append(f"time used {output.fmt_duration(card.get('time_used_s'))} of "
-                    f"{output.fmt_duration(card['time_limit_s'])}")
+        line.append(f"time used {fmt_duration(card.get('time_used_s'))} of "
+                    f"{fmt_duration(card['time_limit_s'])}")
         if card.get("overtime"):
             line.append(" (overtime)", style="red")
     return line
 
 
-def _levels_table(card: dict[str, Any]) -> Table:
-    compact = output.console.width < COMPACT_BELOW_COLUMNS
+def _levels_table(card: dict[str, Any], compact: bool) -> Table:
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("L" if compact else "level", no_wrap=True)
     table.add_column("name", ratio=1)

@@ -1,1 +1,1 @@
-"""One module per command; each exposes register(app)."""
+"""One module per command; grader/cli/app.py wires them (COMMANDS), each under its mock policy."""

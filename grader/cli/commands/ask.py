@@ -163,7 +163,3 @@ def _print_topics(kata: Kata, statement: Statement, revealed: set[int] | None, a
         blocks.append("*Each level the interviewer adds brings its own.*")
     output.console.print(Markdown("\n\n".join(blocks)))
     output.console.print(Text(f"ask in your own words, e.g. {EXAMPLE}", style="dim"))
-
-
-def register(app: typer.Typer) -> None:
-    app.command("ask")(output.handle_errors(ask))

@@ -11,7 +11,6 @@ from rich.table import Table
 
 from grader import textsafe
 from grader.cli import output
-from grader.cli.commands.mock import refuse_during_mock
 from grader.cli.common import JsonOpt, SlugArg, catalog
 from grader.errors import KataError
 from grader.workspace import solution_path
@@ -34,7 +33,6 @@ def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeat
         if not torch.cuda.is_available():
             raise KataError("--device cuda needs a CUDA GPU, and torch sees none", hint="use --device cpu")
     kata = catalog().get(slug)
-    refuse_during_mock(kata.slug, "the benchmark's workloads")
     path = file if file is not None else solution_path(kata)
     if file is not None and not path.is_file():
         raise KataError(f"{path} does not exist" if not path.exists() else f"{path} is not a file",
@@ -65,7 +63,3 @@ def _throughput(row: dict) -> str:
         if isinstance(row.get(key), (int, float)):
             return f"{row[key]:.3g} {unit}"
     return "-"
-
-
-def register(app: typer.Typer) -> None:
-    app.command("bench")(output.handle_errors(bench))

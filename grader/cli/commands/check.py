@@ -83,7 +83,3 @@ def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
     passed = sum(t["passed"] for t in card["tests"])
     console.print(f"{passed}/{len(card['tests'])} examples pass. The hidden suite checks much "
                   "more: `kata grade` when you are ready.")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("check")(output.handle_errors(check))

@@ -19,6 +19,7 @@ from grader.cli import last_run, mock_view, output
 from grader.cli.commands import mock as mock_cmd
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
+from grader.cli.scorecard import ScorecardView
 from grader.engine.precheck import missing_names_notes
 from grader.errors import CatalogError
 from grader.grading import grade as grade_file
@@ -92,7 +93,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             else:
                 output.print_json(data)
         else:
-            output.render_scorecard(data)
+            output.console.print(ScorecardView(data))
             for note in missing_names_notes(data["notes"]):
                 output.console.print(f"[yellow]note:[/] {textsafe.markup(note)}")
             if effect is not None:
@@ -147,7 +148,3 @@ def _say_session(store: Store, cat, kata: Kata, session: Session, effect: GradeE
                              f"({output.fmt_duration(session.remaining_s)} left); `kata stop` ends it")
         if (warning := deadline_warning(session)) is not None:
             output.console.print(f"[bold yellow]warning:[/] {escape(warning)}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("grade")(output.handle_errors(grade))

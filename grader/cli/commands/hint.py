@@ -92,7 +92,3 @@ def target_level(kata: Kata, store: Store, session: Session | None) -> tuple[Lev
         passed = {lv["level"] for lv in card["levels"] if lv["passed"]}
         return next((lv for lv in allowed if lv.level not in passed), None), "the lowest level your last grade did not pass"
     return allowed[0], "nothing graded or checked yet"
-
-
-def register(app: typer.Typer) -> None:
-    app.command("hint")(output.handle_errors(hint))

@@ -9,8 +9,8 @@ import typer
 
 from grader import textsafe
 from grader.cli import mock_view, output
-from grader.cli.commands.mock import mock_rows
 from grader.cli.common import JsonOpt, OptionalSlugArg, catalog
+from grader.sessions import mock_rows
 from grader.store import Store
 
 LimitOpt = Annotated[int, typer.Option("--limit", min=1, help="Show at most this many attempts.")]
@@ -78,7 +78,3 @@ def _short(path: str) -> str:
     """The file as the candidate knows it: its name and folder."""
     p = Path(path)
     return str(Path(p.parent.name) / p.name) if p.parent.name else p.name
-
-
-def register(app: typer.Typer) -> None:
-    app.command("history")(output.handle_errors(history))

@@ -12,8 +12,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from grader.cli import output
-from grader.cli.commands.homework_assign import invite, new
-from grader.cli.commands.homework_review import assemble, grade_one, review
 from grader.cli.commands.start import begin
 from grader.cli.common import JsonOpt, catalog
 from grader.errors import KataError
@@ -158,10 +156,3 @@ def submit(homework_file: HomeworkArg,
     if open_before:
         output.console.print(f"the homework's clock stopped: {', '.join(sorted(open_before))} ended now; grades "
                              "from here on are not part of the homework")
-
-
-def register(app: typer.Typer) -> None:
-    for name, fn in (("new", new), ("invite", invite), ("start", start), ("status", status), ("submit", submit),
-                     ("review", review), ("grade-one", grade_one), ("assemble", assemble)):
-        homework_app.command(name)(output.handle_errors(fn))
-    app.add_typer(homework_app, name="homework")

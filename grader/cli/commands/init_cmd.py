@@ -50,7 +50,3 @@ def _shown(path: Path) -> str:
     except ValueError:  # another drive on Windows
         return str(path)
     return rel if not rel.startswith("..") else str(path)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("init")(output.handle_errors(init))

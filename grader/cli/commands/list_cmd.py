@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import typer
 from rich.markup import escape
 from rich.table import Table
 
@@ -62,7 +61,3 @@ def _table(rows: list[dict], compact: bool) -> Table:
                  "last": last.split(" ")[0] if compact else last}
         table.add_row(*(cells[key] for key, _ in columns))
     return table
-
-
-def register(app: typer.Typer) -> None:
-    app.command("list")(output.handle_errors(list_katas))

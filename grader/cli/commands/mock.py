@@ -22,8 +22,7 @@ from grader.errors import KataError, StoreError
 from grader.followups import record_scores, score_answer
 from grader.mock import ANSWERS_FORMAT, choose_followups, parse_marks, read_answers
 from grader.progress import most_needed
-from grader.sessions import (expire_if_due, level_clocks, pacing, revealed_levels, session_details_missed,
-                             session_signal)
+from grader.sessions import expire_if_due, level_clocks, pacing, revealed_levels, running_mock, waiting_mock
 from grader.statement import render
 from grader.store import Session, Store
 from grader.timeline import build_timeline
@@ -66,12 +65,12 @@ def mock(slug: OptionalSlugArg = None, minutes: MinutesOpt = None, stop: StopOpt
             return _reprint(store, cat, slug, as_json)
     with Store() as store:
         kata_slug = cat.get(slug).slug if slug else None
-        running = _running_mock(store, kata_slug)
+        running = running_mock(store, kata_slug)
         if running is not None:
             running = expire_if_due(store, running)
         if stop:
             if running is None or running.status != "active":
-                session = running or _waiting_mock(store, kata_slug)
+                session = running or waiting_mock(store, kata_slug)
                 if session is None:
                     raise KataError("no mock is running", hint="`kata mock` starts one")
             else:
@@ -86,41 +85,15 @@ def mock(slug: OptionalSlugArg = None, minutes: MinutesOpt = None, stop: StopOpt
         if running is not None:  # its time ran out just now
             return _end_of_coding(store, cat, running, answers, as_json)
         if answers is not None:
-            waiting = _waiting_mock(store, kata_slug)
+            waiting = waiting_mock(store, kata_slug)
             if waiting is None:
                 raise KataError("no mock is waiting for answers", hint="`kata history --mock` lists your mocks")
             return _end_of_coding(store, cat, waiting, answers, as_json)
         # Without a slug, unanswered follow-ups come first; a slug starts a new mock.
-        waiting = None if kata_slug else _waiting_mock(store, None)
+        waiting = None if kata_slug else waiting_mock(store, None)
         if waiting is not None and store.mock(waiting.id).answers is None:
             return _end_of_coding(store, cat, waiting, None, as_json)
         _start(store, cat, kata_slug, minutes, as_json)
-
-
-def refuse_during_mock(slug: str, what: str) -> None:
-    """KataError when a mock of `slug` is running: `what` would show its later levels."""
-    with Store() as store:
-        running = _running_mock(store, slug)
-        running = expire_if_due(store, running) if running else None
-    if running is not None and running.status == "active":
-        raise KataError(f"a mock of {slug} is running: {what} would show its later levels",
-                        hint="`kata mock --stop` ends the mock first, then run it again")
-
-
-def _running_mock(store: Store, slug: str | None) -> Session | None:
-    mocks = [s for s in store.active_sessions() if s.is_mock and (slug is None or s.kata == slug)]
-    return mocks[-1] if mocks else None
-
-
-def _waiting_mock(store: Store, slug: str | None) -> Session | None:
-    """The newest ended mock whose follow-ups are not answered, or not marked yet."""
-    for session in store.mock_sessions(slug):
-        record = store.mock(session.id)
-        if session.status == "ended" and (record.answers is None or record.marks is None):
-            return session
-        if session.status == "ended":
-            return None
-    return None
 
 
 def _start(store: Store, cat: Catalog, slug: str | None, minutes: int | None, as_json: bool) -> None:
@@ -330,33 +303,3 @@ def _finished_mock(store: Store, cat: Catalog, which: str | None) -> Session:
     of = f" of {slug}" if slug else ""
     raise KataError(f"no finished mock{of} yet", hint=f"`kata mock{' ' + slug if slug else ''}` starts one; "
                                                      "its debrief is recorded once the follow-ups are answered")
-
-
-def mock_rows(store: Store, cat: Catalog, slug: str | None = None) -> list[dict[str, Any]]:
-    """`kata history --mock`: every mock with its signal, coverage and debrief."""
-    rows = []
-    for session in store.mock_sessions(slug):
-        if session.kata not in cat.katas:
-            continue
-        kata = cat.katas[session.kata]
-        record = store.mock(session.id)
-        clocks = level_clocks(store, session, kata)
-        debrief = record.debrief if record else None
-        passed = 0
-        for c in clocks:
-            if c.passed_at is None:
-                break
-            passed += 1
-        state = ("running" if session.status == "active" else "done" if debrief
-                 else "awaiting answers")
-        rows.append({"session_id": session.id, "kata": kata.slug, "started_at": session.started_at,
-                     "minutes": session.minutes, "levels_passed": passed, "num_levels": len(kata.levels),
-                     "signal": debrief["signal"] if debrief else session_signal(
-                         clocks, session.deadline, session_details_missed(store, session)),
-                     "coverage": debrief["coverage"] if debrief else None, "state": state,
-                     "debrief": debrief})
-    return rows
-
-
-def register(app: typer.Typer) -> None:
-    app.command("mock")(output.handle_errors(mock))

@@ -6,10 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-import typer
-
 from grader.cli import output
-from grader.cli.commands.mock import refuse_during_mock
 from grader.cli.common import SlugArg, catalog
 from grader.errors import KataError
 from grader.workspace import backup, current_workspace
@@ -20,7 +17,6 @@ def notebook(slug: SlugArg) -> None:
     import jupytext
 
     kata = catalog().get(slug)
-    refuse_during_mock(kata.slug, "the walkthrough")
     shipped = kata.notebook_path
     if not shipped.is_file():
         raise KataError(f"{kata.slug} has no walkthrough yet ({shipped} is missing)",
@@ -62,7 +58,3 @@ def _same_notebook(old: str, new: str) -> bool:
 
 def _name(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
-
-
-def register(app: typer.Typer) -> None:
-    app.command("notebook")(output.handle_errors(notebook))

@@ -66,7 +66,3 @@ def progress(html_file: HtmlOpt = None, as_json: JsonOpt = False) -> None:
 
 def _dash(value: int | None) -> str:
     return "-" if value is None else str(value)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("progress")(output.handle_errors(progress))

@@ -212,7 +212,3 @@ def _python() -> str:
             and os.path.realpath(found) == os.path.realpath(sys.executable)):
         return "python"
     return sys.executable
-
-
-def register(app: typer.Typer) -> None:
-    app.command("repro")(output.handle_errors(repro))

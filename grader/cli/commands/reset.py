@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import typer
 from rich.markup import escape
 
 from grader.cli import output
@@ -21,7 +20,3 @@ def reset(slug: SlugArg) -> None:
         output.console.print(f"{escape(str(path))} already holds the stub; nothing to back up")
     write_stub(kata, path)
     output.console.print(f"restored the stub in [bold]{escape(str(path))}[/]")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("reset")(output.handle_errors(reset))

@@ -1,14 +1,13 @@
-"""kata reveal: the reference solution (recorded; asks for --force during a session)."""
+"""kata reveal: the reference solution (recorded; asks for --force during a session; refused
+during a mock, by grader/mock.py's COMMAND_POLICY)."""
 
 from __future__ import annotations
 
 import sys
 
-import typer
 from rich.syntax import Syntax
 
 from grader.cli import output
-from grader.cli.commands.mock import refuse_during_mock
 from grader.cli.common import ForceOpt, SlugArg, catalog
 from grader.errors import KataError
 from grader.store import Store
@@ -20,8 +19,6 @@ def reveal(slug: SlugArg, force: ForceOpt = False) -> None:
     kata = catalog().get(slug)
     with Store() as store:
         session = store.active_session(kata.slug)
-        if session is not None and session.is_mock:
-            refuse_during_mock(kata.slug, "the reference")  # it holds every level
         if session is not None and not force:
             raise KataError(
                 f"{kata.slug} has an active session ({output.fmt_duration(max(session.remaining_s, 0))} left); "
@@ -37,7 +34,3 @@ def reveal(slug: SlugArg, force: ForceOpt = False) -> None:
         return
     # Long lines wrap under their number instead of being cropped; the pager scrolls.
     output.page(Syntax(code, "python", line_numbers=True, word_wrap=True))
-
-
-def register(app: typer.Typer) -> None:
-    app.command("reveal")(output.handle_errors(reveal))

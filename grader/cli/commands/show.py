@@ -69,7 +69,3 @@ def _open_specs(store: Store, kata: Kata, session: Session | None, spec: bool,
     for number in sorted(wanted - free):
         store.record_event(kata.slug, "spec", session.id if session else None, level=number)
     return free | wanted
-
-
-def register(app: typer.Typer) -> None:
-    app.command("show")(output.handle_errors(show))

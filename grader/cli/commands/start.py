@@ -84,7 +84,3 @@ def _say_already_active(session: Session) -> None:
         f"{when}); keep editing [bold]{escape(session.solution_path)}[/]\n"
         f"`kata stop {session.kata}` ends it; `kata start {session.kata} --force` starts over "
         "(your file is backed up first)")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("start")(output.handle_errors(start))

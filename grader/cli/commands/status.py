@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import typer
 from rich.markup import escape
 
 from grader import clock
@@ -52,7 +51,3 @@ def status(as_json: JsonOpt = False) -> None:
         mock_view.print_pacing(levels)
         if warning:
             output.console.print(f"[bold yellow]warning:[/] {escape(warning)}")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("status")(output.handle_errors(status))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import typer
 from rich.markup import escape
 
 from grader import clock
@@ -42,7 +41,3 @@ def stop(slug: OptionalSlugArg = None, as_json: JsonOpt = False) -> None:
                          f"({num_grades} grade{'s' if num_grades != 1 else ''})")
     mock_view.print_pacing(levels)
     output.console.print(f"interview signal: [bold]{escape(signal)}[/]")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("stop")(output.handle_errors(stop))

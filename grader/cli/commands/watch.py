@@ -116,7 +116,3 @@ def _print_result(kata: Kata, path: Path, card: dict[str, Any], seconds: float) 
     passed = len(card["tests"]) - len(failing)
     output.console.print(f"{passed}/{len(card['tests'])} examples pass"
                          + (f"; {more} more failing after this one" if more else ""))
-
-
-def register(app: typer.Typer) -> None:
-    app.command("watch")(output.handle_errors(watch))
