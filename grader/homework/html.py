@@ -19,7 +19,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import PythonLexer
 
-from grader.homework.roster import RosterRow, candidate_summary
+from grader.homework.roster import candidate_summary
+from grader.homework.row import RosterRow
 from grader.homework.selfreport import duration
 from grader.homework.terminal import level_time
 from grader.homework.spec import Homework

@@ -3,7 +3,7 @@
 A copy of the reference can be hidden by adding to it rather than changing it: a table of
 20,001 zeros, a hundred functions nobody calls, code after a ``return``. So before two
 modules are compared, each is cut to what the kata's suite can reach (reach.py, from the
-``Api`` here), and what cannot run or only pads is dropped:
+kata's ``Api``), and what cannot run or only pads is dropped:
 
 * **dead code**: statements after ``return``/``raise``/``break``/``continue``, the branch an
   ``if``/``while`` on a constant never takes, ``pass`` and bare names or constants;
@@ -15,17 +15,15 @@ at all: ``dynamic_code`` names the first such use, and the review then says "sim
 measured" rather than guess.
 
 Every walk is iterative or bounded by the parser's own nesting limit, and ticks a ``Budget``
-so that a hostile file costs a bounded amount of CPU.
+(budget.py) so that a hostile file costs a bounded amount of CPU.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-import time
-from dataclasses import dataclass
 
-from grader.homework.reach import bound_names
+from grader.homework.budget import Budget
+from grader.homework.reach import Api, api_of  # noqa: F401 - re-exported: tests import api_of from here
 
 MAX_LITERAL_ITEMS = 16
 # Names whose use means the module's code is not all in its text.
@@ -33,47 +31,6 @@ _DYNAMIC_NAMES = {"exec", "eval", "compile", "__import__", "globals", "__builtin
 _DYNAMIC_MODULES = {"importlib", "marshal", "pickle", "builtins", "ctypes", "runpy", "zipimport",
                     "codeop", "dill", "cloudpickle"}
 _DYNAMIC_ATTRS = {"FunctionType", "CodeType", "import_module"}
-
-
-class OverBudget(Exception):
-    """The comparison ran out of the CPU time it may spend on one file."""
-
-
-class Budget:
-    """CPU seconds of this thread (a loaded machine does not make an honest file run out)."""
-
-    def __init__(self, cpu_seconds: float) -> None:
-        self.cpu_seconds = cpu_seconds
-        self._until = time.thread_time() + cpu_seconds
-        self._ticks = 0
-
-    def tick(self) -> None:
-        self._ticks += 1
-        if self._ticks % 512 == 0 and time.thread_time() > self._until:
-            raise OverBudget
-
-
-@dataclass(frozen=True)
-class Api:
-    """What the suite calls: the stub's top-level names and its classes' members."""
-
-    names: frozenset[str]
-    members: frozenset[str]
-
-
-@functools.lru_cache(maxsize=32)
-def api_of(stub_source: str) -> Api:
-    tree = ast.parse(stub_source)
-    names: set[str] = set()
-    members: set[str] = set()
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            continue
-        names |= bound_names(stmt)
-        if isinstance(stmt, ast.ClassDef):
-            for member in stmt.body:
-                members |= bound_names(member)
-    return Api(frozenset(n for n in names if not n.startswith("__")), frozenset(members))
 
 
 def dynamic_code(tree: ast.Module) -> str | None:

@@ -1,9 +1,9 @@
 """What a kata's suite can reach in a module: the part of it copy detection compares.
 
-The roots are the kata's API (normalise.Api: the stub's top-level names and its classes'
-members). From them the module's own references are followed: a name read anywhere in kept
-code keeps the top-level statements that bind it, an attribute name keeps the class members
-of that name. A top-level statement that binds nothing (``Allocator.free = _free``) is kept
+The roots are the kata's API (``Api``, read from its stub by ``api_of``: the stub's top-level
+names and its classes' members). From them the module's own references are followed: a name
+read anywhere in kept code keeps the top-level statements that bind it, an attribute name
+keeps the class members of that name. A top-level statement that binds nothing (``Allocator.free = _free``) is kept
 when it reads a kept name; ``if __name__ == "__main__":`` blocks never run under the suite.
 Fields and dunder methods of a kept class are used without being named, and stay.
 
@@ -14,11 +14,10 @@ caller's Budget.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from grader.homework.normalise import Api, Budget
+from grader.homework.budget import Budget
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -42,6 +41,29 @@ def bound_names(stmt: ast.AST) -> set[str]:
             names.add(node.name)
         todo.extend(ast.iter_child_nodes(node))
     return names
+
+
+@dataclass(frozen=True)
+class Api:
+    """What the suite calls: the stub's top-level names and its classes' members."""
+
+    names: frozenset[str]
+    members: frozenset[str]
+
+
+@functools.lru_cache(maxsize=32)
+def api_of(stub_source: str) -> Api:
+    tree = ast.parse(stub_source)
+    names: set[str] = set()
+    members: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            continue
+        names |= bound_names(stmt)
+        if isinstance(stmt, ast.ClassDef):
+            for member in stmt.body:
+                members |= bound_names(member)
+    return Api(frozenset(n for n in names if not n.startswith("__")), frozenset(members))
 
 
 @dataclass(eq=False)

@@ -1,5 +1,5 @@
-"""The roster: one row per candidate × kata, built from unit results (see unit.py), with every
-size capped and every failure worded for the coach.
+"""The roster: one row per candidate × kata (row.py), built from unit results (see unit.py),
+with every size capped and every failure worded for the coach.
 
 Rows hold only what the coach's own grading found, plus the candidate's claims as validated
 numbers. Text that comes from the candidate's code (exception messages, reprs, their source)
@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from grader.catalog import Catalog
 from grader.engine.report import LevelScore, interview_signal
 from grader.errors import KataError
+from grader.homework.row import RosterRow
 from grader.homework.selfreport import duration, self_reported_into
 from grader.homework.similarity import RESEMBLES_THRESHOLD
 from grader.homework.spec import Homework
@@ -73,75 +73,6 @@ def clip_source(source: str) -> tuple[str, int, bool]:
     shown = "\n".join(lines[:MAX_SOURCE_LINES])
     cut = len(lines) > MAX_SOURCE_LINES or len(shown) > MAX_SOURCE_CHARS
     return clean(shown[:MAX_SOURCE_CHARS]), len(lines), cut
-
-
-@dataclass
-class RosterRow:
-    candidate: str
-    bundle: str
-    kata: str
-    status: str  # graded | missing | rejected | uncontained | error
-    seed: int | None = None
-    score: int | None = None
-    passed: bool = False
-    levels_passed: int = 0
-    num_levels: int = 0
-    required_levels: int = 0
-    signal: str = ""
-    private_passed: int = 0
-    private_total: int = 0
-    claimed_score: int | None = None
-    claimed_seed: int | None = None
-    mismatch: bool = False
-    claim_note: str = ""
-    # Self-reported: these come from the candidate's machine and cannot be verified.
-    time_used_s: float | None = None
-    time_limit_s: float | None = None
-    hints_used: int = 0
-    reveals: int = 0
-    reveals_before_start: int = 0
-    reveal_times: list[float] = field(default_factory=list)
-    late: bool = False
-    num_grades: int | None = None                  # None: the bundle does not say (format 1)
-    # per level: budget_min (its minutes and those before it), passed_after_s (from the start),
-    # used_s (its own), fast
-    level_times: list[dict[str, Any]] | None = None
-    fast_levels: list[int] = field(default_factory=list)
-    copy_of_reference: bool = False
-    reference_similarity: float | None = None
-    similarity_not_measured: str = ""  # why; a flag of its own, never "not a copy"
-    identical_to: list[str] = field(default_factory=list)
-    contained: bool | None = None
-    problem: str = ""
-    notes: list[str] = field(default_factory=list)
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    num_failures: int = 0
-    source: str = ""
-    source_lines: int = 0
-    source_truncated: bool = False
-    followups: list[str] = field(default_factory=list)
-
-    @property
-    def flags(self) -> list[str]:
-        """What the coach must look at besides the score, by name (terminal, --json, --html)."""
-        named = (("MISMATCH", self.mismatch), ("COPY", self.copy_of_reference),
-                 ("UNMEASURED", bool(self.similarity_not_measured)), ("FAST", bool(self.fast_levels)),
-                 ("SAME", bool(self.identical_to)), ("UNCONTAINED", self.contained is False))
-        return [name for name, on in named if on]
-
-    @property
-    def needs_attention(self) -> bool:
-        return self.status != "graded" or self.score != 100 or bool(self.flags)
-
-    @property
-    def overtime(self) -> bool:
-        return self.time_used_s is not None and self.time_limit_s is not None \
-            and self.time_used_s > self.time_limit_s
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "flags": self.flags,
-                "self_reported": ["time_used_s", "hints_used", "reveals", "late", "num_grades", "level_times",
-                                  "fast_levels"]}
 
 
 def build_rows(homework: Homework, catalog: Catalog, results: list[dict[str, Any]],

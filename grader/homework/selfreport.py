@@ -7,13 +7,11 @@ The minutes are the kata's own (kata.toml), not a figure from the bundle.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from grader.catalog import Kata
+from grader.homework.row import RosterRow
 from grader.homework.spec import Homework
-
-if TYPE_CHECKING:
-    from grader.homework.roster import RosterRow
 
 FAST_SHARE = 0.10  # a level passed in under this share of its minutes is flagged FAST
 

@@ -37,8 +37,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from grader.homework.normalise import Api, Budget, DeadCode, OverBudget, dynamic_code
-from grader.homework.reach import keep_reachable
+from grader.homework.budget import Budget, OverBudget
+from grader.homework.normalise import DeadCode, dynamic_code
+from grader.homework.reach import Api, keep_reachable
 
 COPY_THRESHOLD = 0.9        # "a copy of the reference": flagged
 RESEMBLES_THRESHOLD = 0.75  # "resembles the reference": said in the summary, not flagged

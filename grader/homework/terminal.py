@@ -18,7 +18,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from grader.homework.roster import RosterRow, candidate_summary
+from grader.homework.roster import candidate_summary
+from grader.homework.row import RosterRow
 from grader.homework.selfreport import duration
 from grader.homework.spec import Homework
 from grader.textsafe import clean
