@@ -1,7 +1,7 @@
 """What the judge accepts of the worker's share of a measurement, and what it decides itself.
 
 The worker measures the candidate's calls where they run (grader/worker/measure.py): torch
-operations, FLOPs, host syncs, new storages and the calling thread's CPU time, with the
+operations, FLOPs, host syncs, new storages, peak live bytes and the calling thread's CPU time, with the
 transport left out. All of that is reported by the process that runs the candidate's code,
 so none of it decides a verdict unchecked (design.md):
 
@@ -30,7 +30,7 @@ from typing import Any
 from grader.engine.worker_cpu import CpuSample
 from grader.protocol import PropertyFailure
 
-COUNT_KINDS = ("ops", "flops", "syncs")
+COUNT_KINDS = ("ops", "flops", "syncs", "peak_bytes")
 # Other threads of the worker may use this much CPU during a measured call before its
 # counts are refused. Measured on every reference's efficiency tests: none at all (the
 # worker's own threads sleep while a call runs; the suites' torch runs one thread); a

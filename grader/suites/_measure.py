@@ -51,6 +51,15 @@ def new_storages(fn: Callable[[], Any]) -> list[tuple[int, tuple[int, ...], str]
     return m.storages
 
 
+def peak_bytes(fn: Callable[[], Any]) -> int:
+    """The most bytes of tensor storages created during `fn()` that were alive at once
+    (what existed before stays out). Measure one call into the candidate's code at a time:
+    the peaks of several calls add up."""
+    with measuring("peak_bytes") as m:
+        fn()
+    return m.peak_bytes
+
+
 def exec_time_s(fn: Callable[[], Any]) -> float:
     """Seconds `fn()` spends executing: its own code here plus the candidate's calls as the
     worker timed them (the transport between the two does not count)."""

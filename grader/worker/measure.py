@@ -1,4 +1,5 @@
-"""What a piece of code costs: torch operations, FLOPs, host syncs, new storages, time.
+"""What a piece of code costs: torch operations, FLOPs, host syncs, new storages, peak live
+bytes, time.
 
 The hidden suites' efficiency tests measure through ``measuring()`` (via the helpers in
 ``grader.suites._common``), never with their own clocks or modes. The reason is the
@@ -22,6 +23,10 @@ Kinds:
 * ``storages`` — every tensor storage created during the code, as
                  (numel of the storage, shape of the tensor, dtype name); views of existing
                  storages do not count.
+* ``peak_bytes`` — the most bytes of storages created during the code that were alive at
+                 once (checked after every aten op: exact, immune to machine noise). What existed
+                 before stays out. Summed over the candidate's calls of one block: measure one
+                 call at a time.
 * ``time``     — CPU seconds the code took to execute (thread CPU time: what a complexity
                  test means, and blind to the other processes of a busy machine).
 """
@@ -33,7 +38,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Protocol
 
-KINDS = ("ops", "flops", "syncs", "storages", "time")
+KINDS = ("ops", "flops", "syncs", "storages", "peak_bytes", "time")
 
 _SYNC_METHODS = frozenset({"item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__",
                            "__index__", "__complex__", "nonzero", "_local_scalar_dense",
@@ -51,6 +56,7 @@ class Measurement:
     flops: int = 0
     syncs: int = 0
     storages: list[tuple[int, tuple[int, ...], str]] = field(default_factory=list)
+    peak_bytes: int = 0
     time_s: float = 0.0
     where: str = "judge"  # "judge", or "judge+worker" when the worker measured its share
 
@@ -61,11 +67,13 @@ class Measurement:
         self.syncs += int(other.get("syncs", 0))
         self.storages.extend((int(n), tuple(int(d) for d in shape), str(dtype))
                              for n, shape, dtype in other.get("storages", []))
+        self.peak_bytes += int(other.get("peak_bytes", 0))
         self.time_s += float(other.get("time_s", 0.0))
 
     def to_dict(self) -> dict[str, Any]:
         return {"ops": self.ops, "flops": self.flops, "syncs": self.syncs,
-                "storages": [list(s) for s in self.storages], "time_s": self.time_s}
+                "storages": [list(s) for s in self.storages], "peak_bytes": self.peak_bytes,
+                "time_s": self.time_s}
 
 
 class RemoteMeter(Protocol):
@@ -141,6 +149,8 @@ def local_meters(kinds: tuple[str, ...]) -> list[_Meter]:
         meters.append(_FlopMeter())
     if "storages" in kinds:
         meters.append(_StorageMeter())
+    if "peak_bytes" in kinds:
+        meters.append(_PeakMeter())
     return meters
 
 
@@ -281,6 +291,64 @@ class _StorageMeter(_Meter):
 
     def totals(self) -> dict[str, Any]:
         return {"storages": list(self.storages)}
+
+
+class _PeakMeter(_Meter):
+    """The peak of live bytes in storages that aten ops created during the block. A storage
+    is followed by a weak reference (it stays alive only as long as the code keeps it), and
+    the live total is taken after every op, when it can only have grown."""
+
+    def __init__(self) -> None:
+        from torch.multiprocessing.reductions import StorageWeakRef
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        meter = self
+
+        class _Mode(TorchDispatchMode):
+            @classmethod
+            def _should_skip_dynamo(cls) -> bool:
+                return False  # as _StorageMeter's
+
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                import torch
+                from torch.utils._pytree import tree_flatten
+
+                inputs = {_storage_id(t) for t in tree_flatten((args, kwargs or {}))[0]
+                          if isinstance(t, torch.Tensor)}
+                out = func(*args, **(kwargs or {}))
+                meter.live = {key: (ref, n) for key, (ref, n) in meter.live.items() if not ref.expired()}
+                for t in tree_flatten(out)[0]:
+                    if isinstance(t, torch.Tensor):
+                        key = _storage_id(t)
+                        # An output on an input's storage is a view or an in-place result.
+                        if key is not None and key not in inputs and key not in meter.live:
+                            storage = t.untyped_storage()
+                            meter.live[key] = (StorageWeakRef(storage), storage.nbytes())
+                meter.peak = max(meter.peak, sum(n for _, n in meter.live.values()))
+                return out
+
+        self.live: dict[int, tuple[Any, int]] = {}
+        self.peak = 0
+        self._mode = _Mode()
+
+    def __enter__(self) -> "_PeakMeter":
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._mode.__exit__(*exc)
+        self.live = {}
+
+    def totals(self) -> dict[str, Any]:
+        return {"peak_bytes": int(self.peak)}
+
+
+def _storage_id(t: Any) -> int | None:
+    """The storage's own identity (its StorageImpl), valid for meta tensors too."""
+    try:
+        return int(t.untyped_storage()._cdata)
+    except (RuntimeError, NotImplementedError):
+        return None
 
 
 def _storage_key(t: Any) -> Any:
