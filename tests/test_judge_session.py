@@ -222,3 +222,32 @@ def test_each_test_starts_with_no_longest_call_and_the_worker_is_spawned_from_th
     session.call_stats.longest_s = 9.0
     session.begin_test(_item("test_a"))
     assert session.call_stats.longest_s == 0.0
+
+
+def test_every_event_the_judge_sends_has_a_handler_that_takes_its_fields():
+    """Read off the judge's source: each ``stream.send("name", field=...)`` names a handler
+    ``_RunState.on_name`` and binds to its signature (a field added on one side only fails here,
+    before any grading would)."""
+    import ast
+    import inspect
+    from pathlib import Path
+
+    import grader.engine as engine
+
+    sends = []
+    for module in ("session.py", "judge_worker.py", "plugin.py", "collection.py"):
+        tree = ast.parse((Path(engine.__file__).parent / module).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "send" \
+                    and node.args and isinstance(node.args[0], ast.Constant):
+                sends.append((module, node.args[0].value, [k.arg for k in node.keywords if k.arg], 
+                              any(k.arg is None for k in node.keywords)))
+    assert {name for _, name, _, _ in sends} == {"worker", "import_start", "import_done", "collected", "start",
+                                                 "result", "done"}
+    for module, name, keywords, spread in sends:
+        handler = getattr(_RunState, f"on_{name}")
+        parameters = inspect.signature(handler).parameters
+        assert set(keywords) <= set(parameters), (module, name, keywords)
+        if not spread:  # (a ** payload is checked by the round trips above)
+            required = {p for p, v in parameters.items() if p != "self" and v.default is inspect.Parameter.empty}
+            assert required <= set(keywords), (module, name, keywords)
