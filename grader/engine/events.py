@@ -8,19 +8,21 @@ the runner does not know, or a payload that does not fit its handler, is an `Eve
 never an event quietly dropped. What the judge sends, in order (see grader/engine/runner.py,
 ``_RunState.on_*``, for each field):
 
-    ============  ================================================================  ===========
-    event         payload                                                           when
-    ============  ================================================================  ===========
-    import_done   error: str | None (why the file cannot load: the parent's check)  configure
-    worker        contained: bool, notes: [str]                                     first spawn
-    collected     tests: [metadata], every: [metadata] (a split grading's judge)    collection
-    import_start  (none)                                                            first test
-    import_done   error: str | None                                                 import ends
-    start         nodeid: str                                                       each test
-    result        nodeid, passed, message, details, duration_s, longest_call_s,     each test
-                  stdout_bytes
-    done          (none): the worker is gone and nothing more will come             unconfigure
-    ============  ================================================================  ===========
+    ============  =======================================================  ======================
+    event         payload                                                  when
+    ============  =======================================================  ======================
+    import_done   error: str (the parent's compile check: cannot load)     configure, no worker
+    worker        contained: bool, notes: [str]                            configure, 1st worker
+    collected     tests: [metadata], every: [metadata] (a split grading)   after collection
+    import_start  (none)                                                   before the 1st test,
+                                                                           and at each restart
+    import_done   error: str | None                                        that import ended
+    start         nodeid: str                                              each test
+    result        nodeid: str, passed: bool, message: str, details: dict,  each test
+                  duration_s: float, longest_call_s: float,
+                  stdout_bytes: int
+    done          (none): the worker is gone, nothing more will come       unconfigure
+    ============  =======================================================  ======================
 
 A test's metadata: {nodeid, name, level, category, weight, description, detail, settled_by}.
 A file that cannot load sends one ``result`` per test right after ``import_done``.
