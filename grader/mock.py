@@ -256,7 +256,7 @@ COMMAND_POLICY: dict[str, CommandPolicy] = {
     "ask": _REVEALED,
     "stop": _ENDS,           # as `kata mock --stop`: follow-ups, then the debrief
     "reveal": CommandPolicy(DuringMock.REFUSED, "the reference"),  # it holds every level
-    "reset": _ALLOWED,       # note: writes the kata's full stub, which declares every level's API
+    "reset": _REVEALED,      # during a mock, writes the mock's starting file, not the full stub
     "history": _ALLOWED,
     "progress": _ALLOWED,
     "notebook": CommandPolicy(DuringMock.REFUSED, "the walkthrough"),

@@ -324,6 +324,23 @@ def test_what_would_show_later_levels_is_refused_during_a_mock(fake_clock):
     assert invoke("notebook", "paged-kv").exit_code == 0
 
 
+def test_reset_during_a_mock_restores_the_mocks_file_not_the_full_stub(fake_clock):
+    """The kata's stub declares every level's API; a reset in a mock must not hand it over,
+    and the candidate's file is backed up first. After the mock, reset gives the stub again."""
+    assert invoke("mock", "paged-kv").exit_code == 0
+    started = workspace_file().read_text()
+    workspace_file().write_text(started + "\nmine = 1\n")
+    reset = invoke("reset", "paged-kv")
+    assert reset.exit_code == 0 and "backed up" in reset.output
+    assert workspace_file().read_text() == started
+    assert_hides_levels_above(1, workspace_file().read_text(), "the file kata reset wrote")
+    backups = [p for p in workspace_file().parent.rglob("*") if p.is_file() and "mine = 1" in p.read_text()]
+    assert backups, "the candidate's file was not backed up"
+    assert invoke("stop", "--json").exit_code == 0
+    assert invoke("reset", "paged-kv").exit_code == 0
+    assert workspace_file().read_text() == PAGED_KV.stub_path.read_text()
+
+
 @pytest.mark.parametrize("slug", sorted(load_catalog().katas))
 def test_follow_ups_never_give_away_a_level_not_reached(slug, tmp_path):
     from grader.mock import choose_followups
