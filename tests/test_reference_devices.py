@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from reference import dpo, flash_attn, lora, mha, ppo, rope, sampling
+from reference import quant
 
 
 def _inputs(device: str) -> Callable[..., torch.Tensor]:
@@ -55,6 +56,13 @@ def _mask(device: str) -> torch.Tensor:
     return torch.tensor([[True, True, False], [True, True, True]], device=device)
 
 
+def _fp8_stream(device: str) -> Any:
+    """Three delayed-scaling calls (the second saturates), FP8 values returned as float32."""
+    randn, scaler = _inputs(device), quant.FP8Scaler(history_len=2)
+    return [t.float() for x in (randn(2, 4), randn(2, 4) * 8, randn(2, 4).to(torch.bfloat16))
+            for t in scaler.quantize(x)]
+
+
 def _flash_decode(device: str) -> Any:
     randn = _inputs(device)
     table = torch.tensor([[3, 0, 5], [1, 4, 2]], dtype=torch.int32, device=device)
@@ -81,6 +89,14 @@ ANY_DEVICE: dict[str, Callable[[str], Any]] = {
         _inputs(d)(2, 5, 8), torch.arange(10, device=d).reshape(2, 5), rotary_dim=4),
     "rope.RotaryEmbedding, positions on the CPU": lambda d: rope.RotaryEmbedding(8)(
         _inputs(d)(1, 2, 5, 8), torch.arange(5)),
+    "quant.quantize_int8, bf16": lambda d: quant.quantize_int8(_inputs(d)(4, 8, dtype=torch.bfloat16)),
+    "quant.int8_linear": lambda d: quant.int8_linear(_inputs(d)(2, 8), *quant.quantize_int8(_inputs(d)(3, 8)),
+                                                     _inputs(d)(3)),
+    "quant.quantize_int4, dequantize_int4": lambda d: quant.dequantize_int4(
+        *quant.quantize_int4(_inputs(d)(3, 16), 8), 8),
+    "quant.fp8_matmul": lambda d: quant.fp8_matmul(
+        (_inputs(d)(2, 4) * 100).to(torch.float8_e4m3fn), torch.tensor(100.0, device=d),
+        (_inputs(d)(4, 3) * 50).to(torch.float8_e4m3fn), torch.tensor(50.0, device=d), torch.float32),
     "flash_attn.flash_attention": lambda d: flash_attn.flash_attention(
         *(_inputs(d)(1, h, t, 4) for h, t in ((4, 3), (2, 5), (2, 5))), causal=True,
         block_q=2, block_k=2),
@@ -99,6 +115,7 @@ ANY_DEVICE: dict[str, Callable[[str], Any]] = {
 # Calls that read values of their inputs: a real device only.
 REAL_DEVICE: dict[str, Callable[[str], Any]] = {
     "lora.MultiLoRALinear": _multi_lora,
+    "quant.FP8Scaler": _fp8_stream,
     "rope.RotaryEmbedding": lambda d: rope.RotaryEmbedding(8)(_inputs(d)(1, 2, 5, 8),
                                                                torch.arange(5, device=d)),
     "ppo.masked_whiten": lambda d: ppo.masked_whiten(_inputs(d)(2, 3), _mask(d)),

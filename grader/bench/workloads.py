@@ -152,6 +152,43 @@ def _lora_cases(impls, device: str, quick: bool) -> list[Case]:
     return cases
 
 
+# ----------------------------------------------------------------------------- quant
+
+
+def _quant_cases(impls, device: str, quick: bool) -> list[Case]:
+    """A decode-shaped INT8 linear (weights read once for a few tokens), INT4 quantization of a
+    weight, and an FP8 GEMM; torch's own bf16 matmul and torch._scaled_mm (FP8 GPUs) beside them."""
+    tokens, in_features, out_features = (4, 64, 32) if quick else (16, 4096, 4096) if device == "cuda" \
+        else (8, 1024, 1024)
+    dtype = torch.bfloat16
+    w = _randn(out_features, in_features, dtype=dtype, device=device, seed=0) * 0.02
+    x = _randn(tokens, in_features, dtype=dtype, device=device, seed=1)
+    linear = f"int8_linear {tokens} tokens {in_features}->{out_features} bf16"
+
+    def make_linear(module):
+        q, scale = module.quantize_int8(w)
+        return lambda: module.int8_linear(x, q, scale)
+    cases = _impl_cases(linear, impls, make_linear, {"gbps": float(w.numel())})  # int8 weights read once
+    cases.append(Case(linear, "torch builtin", lambda: x @ w.T, {"gbps": 2.0 * w.numel()}, variant="bf16 matmul"))
+
+    group_size = min(128, in_features)
+    group = f"quantize_int4 {out_features}x{in_features} group_size {group_size}"
+    cases += _impl_cases(group, impls, lambda m: lambda: m.quantize_int4(w, group_size), {"gbps": 2.0 * w.numel()})
+
+    a = (_randn(tokens, in_features, dtype=torch.float32, device=device, seed=2) * 100).to(torch.float8_e4m3fn)
+    b = (_randn(in_features, out_features, dtype=torch.float32, device=device, seed=3) * 100).to(torch.float8_e4m3fn)
+    a_scale, b_scale = torch.tensor(100.0, device=device), torch.tensor(100.0, device=device)
+    gemm = f"fp8_matmul {tokens}x{in_features}x{out_features} -> bf16"
+    gemm_work = {"tflops": 2.0 * tokens * in_features * out_features}
+    cases += _impl_cases(gemm, impls, lambda m: lambda: m.fp8_matmul(a, a_scale, b, b_scale), gemm_work)
+    if device == "cuda" and torch.cuda.get_device_capability() >= (8, 9):
+        b_col = b.t().contiguous().t()  # cuBLASLt wants b column-major
+        inv_a, inv_b = 1 / a_scale, 1 / b_scale
+        cases.append(Case(gemm, "torch builtin", lambda: torch._scaled_mm(
+            a, b_col, scale_a=inv_a, scale_b=inv_b, out_dtype=torch.bfloat16), gemm_work, variant="_scaled_mm"))
+    return cases
+
+
 # ----------------------------------------------------------------------------- traces
 
 
@@ -313,6 +350,7 @@ _CASES: dict[str, list[Callable[..., list[Case]]]] = {
     "mha": [_prefill_cases, _decode_cases],
     "flash-attn": [_flash_prefill_cases, _flash_decode_cases],
     "rope": [_rope_cases],
+    "quant": [_quant_cases],
     "lora": [_lora_cases],
     "paged-kv": [_paged_kv_cases],
     "scheduler": [_scheduler_cases],
