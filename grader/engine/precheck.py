@@ -59,7 +59,7 @@ def check_source(source: str, *, slug: str, stub: Path | None = None, path: Path
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarning (an invalid escape) is not an error
-            tree = compile(source, "<your file>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+            tree = ast.parse(source, "<your file>", "exec")
             # Parsing alone misses what only the compiler sees: `return` outside a function,
             # a repeated argument, `global` after an assignment.
             compile(tree, "<your file>", "exec", dont_inherit=True)

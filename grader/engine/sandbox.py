@@ -273,9 +273,9 @@ def _plain(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits:
     work.mkdir(parents=True, exist_ok=True)
     env = {**_base_env(), "PYTHONPATH": str(pkg_root), "HOME": str(work), "TMPDIR": str(work),
            "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    path = str(solution.resolve())
-    return WorkerCommand(argv=[_python()] + _worker_args(module, path, fds, block=True,
+    candidate = str(solution.resolve())
+    return WorkerCommand(argv=[_python()] + _worker_args(module, candidate, fds, block=True,
                                                           support_dir=str(support_dir) if support else None), env=env,
                          cwd=str(work), preexec=_rlimits(limits, with_seccomp=seccomp.supported()),
-                         pass_fds=tuple(fds), contained=False, candidate_path=path,
+                         pass_fds=tuple(fds), contained=False, candidate_path=candidate,
                          notes=[f"uncontained: {why}"])

@@ -67,7 +67,8 @@ def detail_tests(rules: Any, details: Any) -> frozenset[str]:
     or that no rule names, is core; so is every test of a level without DETAILS."""
     if not isinstance(rules, dict) or not isinstance(details, (set, frozenset, dict, list, tuple)):
         return frozenset()
-    detail, core = set(), set()
+    detail: set[str] = set()
+    core: set[str] = set()
     for rule, names in rules.items():
         names = [names] if isinstance(names, str) else names
         if isinstance(names, (list, tuple, set, frozenset)):
@@ -149,6 +150,8 @@ def _literals(path: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
         return None
     values: dict[str, Any] = {}
     for node in tree.body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
         target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
             node.target if isinstance(node, ast.AnnAssign) else None
         if isinstance(target, ast.Name) and target.id in names and node.value is not None:

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
         del sys.path[0]  # never import from the working folder by accident
     if args.support_dir:
         sys.path.insert(0, args.support_dir)  # the kata's public files (e.g. its model)
-    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__ or sys.stderr, all_threads=True)
     capture = OutputCapture()
     sys.stdout = sys.stderr = capture
     chan = FramedSocket(socket.socket(fileno=args.fd))
