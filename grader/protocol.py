@@ -27,13 +27,12 @@ Example::
 
 from __future__ import annotations
 
-import math
-import sys
 from typing import Any, Callable
 
 import pytest
 
-from grader.engine import example_calls
+from grader.engine import example_calls, proxy
+from grader.worker import values
 
 # Every failure that leaves a hypothesis example carries that example's calls, for its snippet.
 example_calls.watch_examples()
@@ -41,7 +40,6 @@ example_calls.watch_examples()
 CATEGORIES = ("correctness", "edge cases", "numerics", "api contract", "efficiency")
 
 _MAX_SHOWN_CHARS = 2000
-_MAX_SHOWN_ELEMENTS = 64
 
 
 def kata_test(*, level: int, category: str, description: str, weight: float = 1.0) -> Callable:
@@ -116,10 +114,8 @@ def call_many(fn: Callable, calls: list[tuple[tuple, dict]], *, what: str,
     one did to it in place; calls that differ only in one tensor per position, of one shape
     and dtype, cross as one stacked tensor). A list a call returns is a copy: later changes
     to it are not seen."""
-    from grader.engine.judge_bridge import call_many as _call_many
-
     try:
-        return _call_many(fn, calls, clone_args)
+        return proxy.call_many(fn, calls, clone_args)
     except NotImplementedError as exc:
         raise PropertyFailure(f"{what} is not implemented yet (NotImplementedError)") from exc
 
@@ -129,9 +125,7 @@ def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool
     obj.name when args is None. Returns [(True, value) or (False, the exception raised)] in
     order, in one round trip to the worker when obj is the candidate's (a plain loop for the
     reference). Use it to check a whole state after every step of a lockstep machine."""
-    from grader.engine.judge_bridge import read_all as _read_all
-
-    return _read_all(obj, reads)
+    return proxy.read_all(obj, reads)
 
 
 def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tuple | None]] = (),
@@ -141,9 +135,7 @@ def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tupl
     exception raised), the reads' outcomes, the result reads' outcomes: none of those when
     the call raised), in one round trip when obj is the candidate's: a lockstep step and
     the state it leaves."""
-    from grader.engine.judge_bridge import call_then_read as _call_then_read
-
-    return _call_then_read(obj, name, args, reads, result_reads)
+    return proxy.call_then_read(obj, name, args, reads, result_reads)
 
 
 def run_in_one_process(fn: Callable, *args: Any) -> Any:
@@ -152,9 +144,7 @@ def run_in_one_process(fn: Callable, *args: Any) -> Any:
     the code behaves under real threads of one process: the harness `fn` starts the
     threads there and reports what happened; the verdict is the test's, here. `fn`'s module
     travels as source: the standard library and torch only."""
-    from grader.engine.judge_bridge import run_in_one_process as _run
-
-    return _run(fn, *args)
+    return proxy.run_in_one_process(fn, *args)
 
 
 def show(value: Any) -> str:
@@ -167,68 +157,12 @@ def show(value: Any) -> str:
 
 
 def _show(value: Any, depth: int) -> str:
+    """By the value's row in the value table (grader/worker/values.py): its `show`, else repr.
+    (The table checks a type without importing torch: a value can only be a tensor if torch
+    is already loaded, and importing it just to check would add about 2 s to a grading.)"""
     if depth > 4:
         return "..."
-    torch = _torch()
-    if torch is not None and isinstance(value, torch.Tensor):
-        return _show_tensor(value)
-    if isinstance(value, float):
-        return _show_float(value)
-    if isinstance(value, dict):
-        inner = ", ".join(f"{k!r}: {_show(v, depth + 1)}" for k, v in value.items())
-        return "{" + inner + "}"
-    if isinstance(value, (list, tuple)):
-        items = [_show(v, depth + 1) for v in value[:_MAX_SHOWN_ELEMENTS]]
-        if len(value) > _MAX_SHOWN_ELEMENTS:
-            items.append(f"... {len(value) - _MAX_SHOWN_ELEMENTS} more")
-        if isinstance(value, tuple):
-            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-        return "[" + ", ".join(items) + "]"
-    return repr(value)
-
-
-def _show_float(x: float) -> str:
-    """Short, and always reads as a float: 2.0 shows as "2." (never "2"), like numpy."""
-    if math.isnan(x) or math.isinf(x):
-        return repr(x)
-    text = f"{x:.6g}"
-    if not any(c in text for c in ".en"):
-        text += "."
-    return text
-
-
-def _show_tensor(t: Any) -> str:
-    """A small tensor as the Python that rebuilds it: torch.tensor([[2., nan]],
-    dtype=torch.float64); a large one by its shape, dtype and first values."""
-    dtype = str(t.dtype).replace("torch.", "")
-    if t.numel() > _MAX_SHOWN_ELEMENTS:
-        flat = t.detach().flatten()[:8].cpu().tolist()
-        head = ", ".join(_show_scalar(v) for v in flat)
-        return f"<tensor of shape {tuple(t.shape)}, {dtype}, first values [{head}, ...]>"
-    if t.numel() == 0:
-        return f"torch.empty({tuple(t.shape)}, dtype=torch.{dtype})"
-    values = t.detach().cpu().tolist()
-    text = _show_nested(values)
-    default = {"float32", "int64", "bool"}  # what torch.tensor infers from such values
-    suffix = "" if dtype in default else f", dtype=torch.{dtype}"
-    return f"torch.tensor({text}{suffix})"
-
-
-def _show_nested(values: Any) -> str:
-    if isinstance(values, list):
-        return "[" + ", ".join(_show_nested(v) for v in values) + "]"
-    return _show_scalar(values)
-
-
-def _show_scalar(v: Any) -> str:
-    if isinstance(v, float):
-        return _show_float(v)
-    if isinstance(v, complex):
-        return repr(v)
-    return repr(v)
-
-
-def _torch() -> Any:
-    # A value can only be a tensor if torch is already loaded: never import it just to check
-    # (that would add about 2 s to grading a suite that does not use torch).
-    return sys.modules.get("torch")
+    row = values.nearest(type(value))
+    if row is None or row.show is None:
+        return repr(value)
+    return row.show(value, lambda item: _show(item, depth + 1))

@@ -1,5 +1,7 @@
-"""The judge's side of the bridge: proxies for the candidate's objects, callbacks for the
-suite's callables, autograd across the boundary, and the worker's share of measurements.
+"""The judge's side of the bridge: handles of the candidate's objects decoded as proxies
+(proxy.py), callbacks for the suite's callables, autograd across the boundary, random-state
+syncing, and the worker's share of measurements. What the test calls is told to an observer
+(transcript.Recorder by default), which keeps the calls a snippet replays.
 
 Nothing here runs candidate code: a proxy's every operation is a request to the worker,
 and what comes back is decoded into plain values, tensors, or more proxies.
@@ -8,23 +10,21 @@ and what comes back is decoded into plain values, tensors, or more proxies.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import itertools
-import pickle
 import socket
-import sys
 import threading
 import time
 import weakref
 from typing import Any, Callable
 
 from grader.engine.measure_check import add_share, decide
-from grader.engine.transcript import Call, Transcript, current_example, snapshot
+from grader.engine.proxy import RemoteMethod, RemoteObject, TypeInfo, type_info
+from grader.engine.transcript import Call, Recorder, Transcript
 from grader.engine.worker_cpu import CpuSample, WorkerCpu
-from grader.worker import codec
+from grader.worker import codec, modules
 from grader.worker.bridge import Endpoint
 from grader.worker.codec import BridgeError, no_modes
-from grader.worker.modules import apply_module_state, encode_module_state, module_members
+from grader.worker.schema import RNG_NOT_SYNCED, Op, Tag
 from grader.worker.wire import FramedSocket, ReplyTooLarge, WireError
 
 
@@ -33,307 +33,20 @@ class WorkerCrashed(BaseException):
     BaseException: hypothesis must not shrink against a process that is gone."""
 
 
+class RandomStateNotSynced(BridgeError, AssertionError):
+    """The worker refused a call: it could not start from the judge's random state (the
+    call's draws, and the seed its snippet prints, would not be the test's). An error of
+    that test, raised where the call was made; an AssertionError so that its card shows this
+    message as it is, not as something the candidate's code raised."""
+
+    def __init__(self, worker_message: str) -> None:
+        super().__init__(f"the grader could not sync the test's random state into your code's process, "
+                         f"so the call was not made ({worker_message}); grade again")
+
+
 class ReplyRefused(WorkerCrashed):
     """The worker sent a reply the judge would not rebuild (over its decode budget): the
     worker is replaced, as after a crash."""
-
-
-class TypeInfo:
-    __slots__ = ("qualname", "module", "is_class", "is_callable", "methods")
-
-    def __init__(self, qualname: str, module: str, is_class: bool, is_callable: bool,
-                 methods: frozenset[str]) -> None:
-        self.qualname, self.module = qualname, module
-        self.is_class, self.is_callable, self.methods = is_class, is_callable, methods
-
-
-_ALLOWED_DUNDERS = frozenset({"__name__", "__qualname__", "__doc__", "__module__", "__dict__",
-                              "__wrapped__", "__annotations__"})
-# Attributes that libraries probe on any object they are handed (hypothesis looks for an
-# executor on a test's first argument): answered here, without asking the worker.
-_PROBES = frozenset({"execute_example", "setup_example", "teardown_example",
-                     "hypothesis_internal_is_this_a_mock_check", "_pytestfixturefunction"})
-
-
-class RemoteObject:
-    """Stands in the judge for an object that lives in the worker (a candidate's instance,
-    function, class or module). Equality and hashing are by identity: a verdict never asks
-    the candidate's code whether two things are equal."""
-
-    __slots__ = ("_kata_bridge", "_kata_handle", "_kata_type", "_kata_cache", "__weakref__")
-
-    def __getattr__(self, name: str) -> Any:
-        if (name.startswith("__") and name.endswith("__") and name not in _ALLOWED_DUNDERS) \
-                or name in _PROBES or name.startswith("_repr_"):
-            raise AttributeError(name)
-        info = self._kata_type
-        if not info.is_class and name in info.methods:
-            return RemoteMethod(self, name)
-        cache = self._kata_cache
-        if cache is not None and name in cache:
-            return cache[name]
-        value = self._kata_bridge.request("getattr", self, name)
-        if cache is not None and isinstance(value, RemoteObject) and value._kata_type.is_callable:
-            # The module's functions and classes: `solution.f(x)` is then one request, not
-            # two. The judge's own setattr clears it; candidate code rebinding a function of
-            # its module while being graded is not supported.
-            cache[name] = value
-        return value
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name.startswith("_kata_"):
-            object.__setattr__(self, name, value)
-        else:
-            if self._kata_cache is not None:
-                self._kata_cache.clear()
-            self._kata_bridge.request("setattr", self, name, value)
-
-    def __delattr__(self, name: str) -> None:
-        if self._kata_cache is not None:
-            self._kata_cache.clear()
-        self._kata_bridge.request("delattr", self, name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._kata_bridge.request("call", self, args, tuple(kwargs.items()))
-
-    def __len__(self) -> int:
-        return _typed(self._kata_bridge.request("len", self), int, "len()")
-
-    def __iter__(self) -> Any:
-        return iter(_typed(self._kata_bridge.request("iter", self), list, "iter()"))
-
-    def __next__(self) -> Any:
-        return self._kata_bridge.request("next", self)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self._kata_bridge.request("getitem", self, key)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self._kata_bridge.request("setitem", self, key, value)
-
-    def __delitem__(self, key: Any) -> None:
-        self._kata_bridge.request("delitem", self, key)
-
-    def __contains__(self, key: Any) -> bool:
-        return _typed(self._kata_bridge.request("contains", self, key), bool, "in")
-
-    def __bool__(self) -> bool:
-        return _typed(self._kata_bridge.request("bool", self), bool, "bool()")
-
-    def __int__(self) -> int:
-        return _typed(self._kata_bridge.request("int", self), int, "int()")
-
-    def __float__(self) -> float:
-        return _typed(self._kata_bridge.request("float", self), float, "float()")
-
-    def __index__(self) -> int:
-        return _typed(self._kata_bridge.request("index", self), int, "index")
-
-    def __instancecheck__(self, obj: Any) -> bool:
-        return _typed(self._kata_bridge.request("isinstance", obj, self), bool, "isinstance()")
-
-    def __subclasscheck__(self, cls: Any) -> bool:
-        return _typed(self._kata_bridge.request("issubclass", cls, self), bool, "issubclass()")
-
-    def __dir__(self) -> list[str]:
-        return _typed(self._kata_bridge.request("dir", self), list, "dir()")
-
-    def __repr__(self) -> str:
-        try:
-            text = self._kata_bridge.request("repr", self)
-        except BaseException:  # noqa: BLE001 - a repr must not fail a report
-            text = None
-        return text if isinstance(text, str) else f"<{self._kata_type.qualname} object of your code>"
-
-    def __str__(self) -> str:
-        try:
-            text = self._kata_bridge.request("str", self)
-        except BaseException:  # noqa: BLE001
-            text = None
-        return text if isinstance(text, str) else repr(self)
-
-    def __hash__(self) -> int:
-        return object.__hash__(self)
-
-    def __reduce__(self) -> Any:
-        raise TypeError("an object of the candidate's code cannot be pickled in the judge")
-
-
-class RemoteMethod:
-    """A method of a candidate object, bound on the judge's side: calling it is one request."""
-
-    __slots__ = ("_obj", "_name")
-
-    def __init__(self, obj: RemoteObject, name: str) -> None:
-        self._obj, self._name = obj, name
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._obj._kata_bridge.request("callmethod", self._obj, self._name, args,
-                                              tuple(kwargs.items()))
-
-    def __repr__(self) -> str:
-        return f"<method {self._name} of {self._obj._kata_type.qualname} (your code)>"
-
-
-def call_many(fn: Any, calls: list[tuple[tuple, dict]], clone_args: bool = False) -> list:
-    """[fn(*args, **kwargs) for args, kwargs in calls]: when `fn` is the candidate's, the
-    worker runs the loop and the whole batch is one request (thousands of small calls, as a
-    distribution test makes, would otherwise cost a round trip each). With clone_args, each
-    call gets its own copy of every tensor among its positional arguments, made where the
-    call runs: a tensor passed to every call crosses once. Results are values: a list the
-    candidate returns arrives as a copy, not as a shared object."""
-    calls = [(tuple(args), tuple(dict(kwargs).items())) for args, kwargs in calls]
-    if isinstance(fn, RemoteMethod):
-        fn = fn._obj._kata_bridge.request("getattr", fn._obj, fn._name)
-    if isinstance(fn, RemoteObject):
-        bridge = fn._kata_bridge
-        rows = _as_rows(calls) if clone_args else None
-        if rows is not None:
-            got = bridge.request("call_rows", fn, *rows)
-        else:
-            if clone_args:
-                calls = _single_use_tensors_as_copies(calls)
-            got = bridge.request("call_many", fn, calls, clone_args)
-        if type(got) is not list or len(got) != len(calls):
-            raise TypeError("call_many: the worker's answer does not fit the calls")
-        return got
-    return [fn(*(codec.clone_tensors(args) if clone_args else args), **dict(kwargs)) for args, kwargs in calls]
-
-
-def _as_rows(calls: list) -> tuple | None:
-    """(args, kwargs, columns, number of calls) when, with clone_args, the calls differ only
-    in one plain tensor per argument position, of one shape and dtype (a draft per call):
-    those tensors cross stacked, one tensor per position, and call i gets row i (a copy
-    of it, as clone_args gives). The arguments every call shares cross once, as a template.
-    None when the calls are not of that form (they cross as call_many's list)."""
-    torch = codec.torch_loaded()
-    if torch is None or len(calls) < 2:
-        return None
-    args0, kwargs0 = calls[0]
-    width = len(args0)
-    varies = [False] * width
-    for args, kwargs in calls:
-        if len(args) != width or len(kwargs) != len(kwargs0):
-            return None
-        for (key, value), (key0, value0) in zip(kwargs, kwargs0):
-            if value is not value0 or key != key0:
-                return None
-        for j in range(width):
-            if args[j] is not args0[j]:
-                varies[j] = True
-    columns = []
-    for j in range(width):
-        if not varies[j]:
-            continue
-        column = [args[j] for args, _ in calls]
-        if not all(_stackable(t, column[0], torch) for t in column):
-            return None
-        columns.append((j, codec.TensorCopy(torch.stack(column))))
-    if not columns:
-        return None
-    template = tuple(None if varies[j] else a for j, a in enumerate(args0))
-    return template, kwargs0, tuple(columns), len(calls)
-
-
-def _stackable(t: Any, first: Any, torch: Any) -> bool:
-    """Whether `t` can cross as a row of a stack and arrive as it would alone: a plain
-    strided tensor, with no autograd, in the layout a copy of it crosses in."""
-    return (type(t) is torch.Tensor and t.layout is torch.strided and not t.requires_grad
-            and t.shape == first.shape and t.dtype == first.dtype and t.device == first.device
-            and (t.dim() <= 1 or t.is_contiguous()) and not t.is_conj() and not t.is_neg())
-
-
-def _single_use_tensors_as_copies(calls: list) -> list:
-    """With clone_args each call works on its own copies of its positional tensors, so no
-    identity is kept: a tensor that only one call gets crosses as a plain copy, not as a
-    shared object (a tensor every call gets still crosses once, and is referred to)."""
-    torch = codec.torch_loaded()
-    if torch is None:
-        return calls
-    uses: dict[int, int] = {}
-    for args, _ in calls:
-        for a in args:
-            if type(a) is torch.Tensor:
-                uses[id(a)] = uses.get(id(a), 0) + 1
-    if not uses or all(n > 1 for n in uses.values()):
-        return calls
-    return [(tuple(codec.TensorCopy(a) if type(a) is torch.Tensor and uses[id(a)] == 1 else a for a in args), kwargs)
-            for args, kwargs in calls]
-
-
-def run_in_one_process(fn: Callable, *args: Any) -> Any:
-    """fn(*args) where the candidate's code runs: in the worker when an argument is the
-    candidate's (a proxy), else here. `fn`'s module is sent as source and run in the
-    worker: it may use the standard library and torch, nothing of the grader's."""
-    bridge = next((a._kata_bridge for a in args if isinstance(a, RemoteObject)), None)
-    if bridge is None:
-        return fn(*args)
-    source = inspect.getsource(sys.modules[fn.__module__])
-    return bridge.request("harness", source, fn.__name__, args)
-
-
-def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool, Any]]:
-    """For each (name, args): obj.name(*args), or the attribute obj.name when args is None;
-    [(True, value) or (False, exception)] in order. One request when obj is the candidate's."""
-    if isinstance(obj, RemoteObject):
-        outcomes = obj._kata_bridge.request("read_all", obj, _wire_reads(reads))
-        if type(outcomes) is not list or len(outcomes) != len(reads) or not all(map(_outcome_shape, outcomes)):
-            raise TypeError("read_all: the worker's answer does not fit the reads")
-        return outcomes
-    out: list[tuple[bool, Any]] = []
-    for name, args in reads:
-        try:
-            out.append((True, getattr(obj, name) if args is None else getattr(obj, name)(*args)))
-        except Exception as exc:  # noqa: BLE001
-            out.append((False, exc))
-    return out
-
-
-def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tuple | None]] = (),
-                   result_reads: list[tuple[str, tuple | None]] = ()) -> tuple:
-    """obj.name(*args), then `result_reads` on what it returned and `reads` on obj, as
-    read_all makes them, whatever the call did: ((True, value) or (False, exception), the
-    reads' outcomes, the result reads' outcomes; none of those when the call raised). One
-    request when obj is the candidate's: a lockstep step and the state it leaves."""
-    if isinstance(obj, RemoteObject):
-        answer = obj._kata_bridge.request("call_then_read", obj, name, tuple(args), (),
-                                          _wire_reads(reads), _wire_reads(result_reads))
-        if not (type(answer) is tuple and len(answer) == 3 and _outcome_shape(answer[0])
-                and all(type(part) is list and all(_outcome_shape(o) for o in part) for part in answer[1:])
-                and len(answer[1]) == len(reads)
-                and len(answer[2]) == (len(result_reads) if answer[0][0] else 0)):
-            raise TypeError("call_then_read: the worker's answer does not fit the call and reads")
-        return answer
-    try:
-        first: tuple[bool, Any] = (True, getattr(obj, name)(*args))
-    except Exception as exc:  # noqa: BLE001 - the call's outcome, error or not
-        first = (False, exc)
-    of_result = read_all(first[1], list(result_reads)) if first[0] else []
-    return first, read_all(obj, list(reads)), of_result
-
-
-def _wire_reads(reads: Any) -> Any:
-    """(name, args or None, kwargs) for each read: a tuple, since a list would cross as a
-    shared object, kept for the test; in one piece when it is plain data (it usually is)."""
-    wire = tuple((name, None if args is None else tuple(args), ()) for name, args in reads)
-    if all(type(name) is str and (args is None or all(map(_PLAIN_TYPES.__contains__, map(type, args))))
-           for name, args, _ in wire):
-        return codec.Verbatim(wire)
-    return wire
-
-
-# Arguments that may cross verbatim, a read's or a request's (no handle or shared object).
-_PLAIN_TYPES = frozenset(codec.PLAIN)
-
-
-def _outcome_shape(outcome: Any) -> bool:
-    return type(outcome) is tuple and len(outcome) == 2 and type(outcome[0]) is bool
-
-
-def _typed(value: Any, kind: type, what: str) -> Any:
-    if type(value) is not kind:
-        raise TypeError(f"{what} of an object of your code returned {type(value).__name__}, not {kind.__name__}")
-    return value
 
 
 # ------------------------------------------------------------------------ endpoint
@@ -373,16 +86,20 @@ class JudgeEndpoint(Endpoint):
         self.measure_start: CpuSample | None = None
         self.measure_messages = 0
         self.measure_bytes = 0
-        self.transcript = Transcript()
+        # Told of every call into the candidate's code (see transcript.Recorder).
+        self.observer: Recorder = Recorder()
         self.module_proxies: list[RemoteObject] = []
         # When the outermost call now waiting on the worker began (time.monotonic()), or None:
         # the judge's per-call time limit reads it.
         self.call_since: float | None = None
-        self.call_stats = CallStats()  # the judge session puts its own here (one figure a test)
-        self.recording: Call | None = None  # the transcript's entry for the call being sent
+        self.recording: Call | None = None  # the observer's entry for the call being sent
         self.active = 0  # requests under way, on every channel (guarded by the registry's lock)
 
-    # ---------------------------------------------------------------- the transcript
+    @property
+    def transcript(self) -> Transcript:
+        return self.observer.transcript
+
+    # ---------------------------------------------------------------- requests
 
     def request(self, op: str, *args: Any) -> Any:
         if not self.measure_kinds:
@@ -397,7 +114,8 @@ class JudgeEndpoint(Endpoint):
             self.waited_cpu_s = waited0 + (time.thread_time() - c0)
 
     def _request(self, op: str, args: tuple) -> Any:
-        call = self._record(op, args) if op in _RECORDED else None
+        # (An efficiency test's workload is not a reproduction: nothing of it is recorded.)
+        call = self.observer.started(op, args) if not self.measure_kinds else None
         self.recording = call
         outermost, t0 = self.in_flight is None, time.monotonic()
         if outermost:
@@ -408,7 +126,9 @@ class JudgeEndpoint(Endpoint):
             result = super().request(op, *args)
         except BaseException as exc:
             if call is not None:
-                call.note_raised(exc)
+                self.observer.raised(call, exc)
+            if isinstance(exc, RandomStateNotSynced):
+                self.rng_synced = None  # the next call sends the state again
             raise
         finally:
             with self.registry.lock:
@@ -417,34 +137,11 @@ class JudgeEndpoint(Endpoint):
                 took = time.monotonic() - t0
                 if self.call_since == t0:  # (another thread's call may have started since)
                     self.call_since = None
-                if took > self.call_stats.longest_s:
-                    self.call_stats.longest_s = took
-        if call is not None and op == "call_then_read" and type(result) is tuple and result:
-            ok, value = result[0] if type(result[0]) is tuple and len(result[0]) == 2 else (True, None)
-            if not ok:
-                call.note_raised(value)
-            elif isinstance(value, RemoteObject):
-                call.result = value
-        elif call is not None and isinstance(result, RemoteObject):
-            call.result = result
+                if took > CALL_STATS["longest_s"]:
+                    CALL_STATS["longest_s"] = took
+        if call is not None:
+            self.observer.returned(call, op, result)
         return result
-
-    def _record(self, op: str, args: tuple) -> Call | None:
-        if self.measure_kinds:
-            return None  # an efficiency test's workload is not a reproduction
-        self.transcript.start(current_example())
-        try:
-            if op == "call":
-                call = Call(op, args[0], None, snapshot(args[1]), snapshot(args[2]))
-            elif op in ("callmethod", "call_then_read"):  # (reads: printed after the last call only)
-                call = Call("callmethod", args[0], args[1], snapshot(args[2]), snapshot(args[3]),
-                            reads=args[4] if op == "call_then_read" else None)
-            else:  # getattr / setattr
-                call = Call(op, args[0], args[1], snapshot(args[2:]), ())
-        except Exception:  # noqa: BLE001 - a transcript must never fail a test
-            return None
-        self.transcript.add(call)
-        return call
 
     def broken_error(self) -> BaseException:
         if isinstance(self.broken_by, ReplyTooLarge):
@@ -487,7 +184,7 @@ class JudgeEndpoint(Endpoint):
                 ctx["rng"] = state
                 self.rng_synced = state
                 if self.recording is not None:
-                    self.recording.seed = seed
+                    self.observer.seeded(self.recording, seed)
         if self.measure_kinds:
             ctx["measure"] = self.measure_kinds
         return ctx
@@ -570,7 +267,7 @@ class JudgeEndpoint(Endpoint):
         """(the worker's CPU seconds, the frames' bytes) of one measured call of "noop"."""
         assert self.cpu is not None
         before, size = self.cpu.sample(), self._channel_bytes()
-        self._request("noop", args)
+        self._request(Op.NOOP, args)
         after, size = self.cpu.sample(), self._channel_bytes() - size
         if before is None or after is None:
             return 0.0, size
@@ -581,7 +278,7 @@ class JudgeEndpoint(Endpoint):
     def reset(self) -> None:
         """Between tests: forget every shared object, proxy and callback, on both sides."""
         if not self.broken:
-            self.request("reset")
+            self.request(Op.RESET)
         for chan in self.extra_channels:
             chan.close()
         self.extra_channels.clear()
@@ -594,7 +291,7 @@ class JudgeEndpoint(Endpoint):
         self.errors_by_token.clear()
         self.released_handles.clear()
         self.dead_sids.clear()
-        self.transcript = Transcript()
+        self.observer.reset()
 
     # ---------------------------------------------------------------- encode (judge -> worker)
 
@@ -604,20 +301,19 @@ class JudgeEndpoint(Endpoint):
         # takes the judge's verbatim trees as they come).
         t = type(value)
         if t is RemoteObject:
-            return ("r", object.__getattribute__(value, "_kata_handle"))
+            return (Tag.HANDLE_REF, object.__getattribute__(value, "_kata_handle"))
         if t is tuple and all(map(_PLAIN_TYPES.__contains__, map(type, value))):
-            return ("V", value)
+            return (Tag.VERBATIM, value)
         return super().encode(value, depth)
 
     def encode_other(self, value: Any, depth: int) -> Any:
         # (A RemoteObject never gets here: encode takes it first.)
         if isinstance(value, RemoteMethod):
-            return ("rm", value._obj._kata_handle, value._name)
-        torch = codec.torch_loaded()
-        if torch is not None and isinstance(value, torch.nn.Module):
-            return self.encode_module(value, depth)
+            return (Tag.BOUND_METHOD, value._obj._kata_handle, value._name)
+        if modules.is_module(value):
+            return modules.encode_module(self, value, depth)
         if callable(value):
-            return ("C", self.export_callback(value))
+            return (Tag.CALLBACK, self.export_callback(value))
         raise BridgeError(f"the suite passed a {type(value).__name__} to the candidate's code; "
                           "only plain data, tensors, generators, torch.nn modules and callables cross")
 
@@ -629,40 +325,20 @@ class JudgeEndpoint(Endpoint):
             self.callback_ids[id(fn)] = handle
         return handle
 
-    def encode_module(self, module: Any, depth: int) -> Any:
-        reg = self.registry
-        sid = reg.sid_of(module)
-        if sid is not None:
-            return self.encode_shared(module, depth=depth)
-        sid = reg.new_sid()
-        reg.put(sid, module)
-        members = []
-        for kind, name, tensor in module_members(module):
-            tsid = reg.sid_of(tensor)
-            if tsid is None:
-                tsid = reg.new_sid()
-                reg.put(tsid, tensor)
-            reg.mark_synced(tsid, tensor)
-            members.append((kind, name, tsid))
-        pickled = pickle.dumps(module, protocol=5)
-        reg.mark_synced(sid, module)
-        return ("M", sid, pickled, members)
-
     def encode_content(self, sid: int, obj: Any, depth: int) -> Any:
-        torch = codec.torch_loaded()
-        if torch is not None and isinstance(obj, torch.nn.Module):
-            return encode_module_state(self, sid, obj, depth)
+        if modules.is_module(obj):
+            return modules.encode_module_state(self, sid, obj, depth)
         return super().encode_content(sid, obj, depth)
 
     # ---------------------------------------------------------------- decode (worker -> judge)
 
     def _d_proxy(self, tree: tuple, depth: int) -> Any:
-        if len(tree) != 4 or type(tree[1]) is not int or type(tree[2]) is not int:
-            raise WireError("malformed handle")
         _, handle, tid, info = tree
+        if type(handle) is not int or type(tid) is not int:
+            raise WireError("malformed handle")
         if info is not None:
             self.charge(4096)
-            self.types[tid] = _type_info(info)
+            self.types[tid] = type_info(info)
         if tid not in self.types:
             raise WireError("a handle of an unknown type")
         proxy = self.proxies.get(handle)
@@ -679,13 +355,10 @@ class JudgeEndpoint(Endpoint):
         return proxy
 
     def _d_callback(self, tree: tuple, depth: int) -> Any:
-        fn = self.callbacks.get(tree[1]) if len(tree) == 2 else None
+        fn = self.callbacks.get(tree[1])
         if fn is None:
             raise WireError("a reference to an unknown callback")
         return fn
-
-    def _d_module_state(self, tree: tuple, depth: int) -> Any:
-        return apply_module_state(self, tree, depth)
 
     def finish_tensor(self, value: Any, requires_grad: bool, is_param: bool, grad: Any, extra: Any) -> Any:
         if type(extra) is int and requires_grad:
@@ -693,15 +366,15 @@ class JudgeEndpoint(Endpoint):
         return super().finish_tensor(value, requires_grad, is_param, grad, None)
 
     def _d_exception(self, tree: tuple, depth: int) -> Any:
-        return self.decode_exception(tree[1]) if len(tree) == 2 else BridgeError("malformed exception")
+        return self.decode_exception(tree[1])
 
-    DECODERS = {**Endpoint.DECODERS, "R": _d_proxy, "c": _d_callback, "MU": _d_module_state,
-                "EX": _d_exception}
+    DECODERS = {**Endpoint.DECODERS, Tag.HANDLE: _d_proxy, Tag.CALLBACK_REF: _d_callback,
+                Tag.EXCEPTION_VALUE: _d_exception, **modules.JUDGE_DECODERS}
 
     # ---------------------------------------------------------------- callbacks in
 
     def run_op(self, op: Any, args: Any, ctx: Any) -> Any:
-        if op != "callback" or type(args) is not list or len(args) != 3:
+        if op != Op.CALLBACK or type(args) is not list or len(args) != 3:
             raise BridgeError("the worker may only call callbacks")
         fn, cargs, ckwargs = args
         if not callable(fn) or type(cargs) is not tuple or type(ckwargs) is not tuple:
@@ -721,39 +394,27 @@ class JudgeEndpoint(Endpoint):
     def decode_exception(self, body: Any) -> BaseException:
         exc = super().decode_exception(body)
         original = self.errors_by_token.get(getattr(exc, "_kata_token", None))
-        return original if original is not None else exc
+        if original is not None:
+            return original
+        if type(exc).__name__ == RNG_NOT_SYNCED and type(exc).__module__ == "grader.worker.serve":
+            return RandomStateNotSynced(str(exc))
+        return exc
 
 
-_RECORDED = frozenset({"call", "callmethod", "call_then_read", "getattr", "setattr"})
+# Arguments that may cross verbatim (no handle or shared object).
+_PLAIN_TYPES = frozenset(codec.PLAIN)
 CALIBRATION_MESSAGES = 16
 MAX_OUTPUT_CHARS = 64_000  # the most printed text one reply may carry (the worker's own cap a test)
-MAX_METHODS = 2_000  # the most method names of one of the candidate's classes the judge keeps
 
-class CallStats:
-    """The longest outermost call into the worker since its owner last reset it (the judge's
-    session: per test, whichever worker served it): the reference's figure sets each test's
-    per-call time limit (grader/engine/time_limits.py)."""
-
-    __slots__ = ("longest_s",)
-
-    def __init__(self) -> None:
-        self.longest_s = 0.0
+# The longest outermost call into the worker since the plugin last reset it (per test): the
+# reference's figure sets each test's per-call time limit (grader/engine/time_limits.py).
+CALL_STATS = {"longest_s": 0.0}
 
 
 def _kwargs(pairs: tuple) -> dict[str, Any]:
     if not all(type(p) is tuple and len(p) == 2 and type(p[0]) is str for p in pairs):
         raise BridgeError("malformed keyword arguments")
     return dict(pairs)
-
-
-def _type_info(info: Any) -> TypeInfo:
-    if type(info) is not tuple or len(info) != 5:
-        raise WireError("malformed type information")
-    qualname, module, is_class, is_callable, methods = info
-    return TypeInfo(codec.ensure_str(qualname, "a type name")[:200], codec.ensure_str(module, "a module")[:200],
-                    bool(is_class), bool(is_callable),
-                    frozenset(m[:200] for m in methods[:MAX_METHODS] if type(m) is str)
-                    if type(methods) is list else frozenset())
 
 
 # ------------------------------------------------------------------------ autograd
@@ -796,7 +457,7 @@ def _remote_backward() -> Any:
             @staticmethod
             def backward(ctx: Any, grad: Any) -> Any:
                 endpoint, handle, sids = ctx.where
-                deltas = endpoint.request("backward", handle, grad.detach(), sids)
+                deltas = endpoint.request(Op.BACKWARD, handle, grad.detach(), sids)
                 if type(deltas) is not list or len(deltas) != len(sids):
                     deltas = [None] * len(sids)
                 out = []

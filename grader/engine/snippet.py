@@ -4,15 +4,14 @@ their file: each input rebuilt exactly, each call made again, what it returns pr
 from __future__ import annotations
 
 import keyword
-import math
 import re
 import sys
 from typing import Any
 
+from grader.engine.proxy import RemoteMethod, RemoteObject
+from grader.engine.transcript import MAX_SNIPPET_CHARS, Call, ModuleSnap, Segment, Transcript
+from grader.worker import values
 from grader.worker.codec import Verbatim
-
-from grader.engine.transcript import (MAX_LITERAL_ELEMENTS, MAX_PACKED_BYTES, MAX_SNIPPET_CHARS, Call,
-                                      ModuleSnap, Segment, Transcript)
 
 MAX_FINAL_READS = 40  # state reads printed after the last call
 
@@ -27,7 +26,7 @@ def _module_source(module: Any, var: str) -> list[str] | None:
     weight = module.weight
     lines = [f"{var} = torch.nn.Linear({module.in_features}, {module.out_features}, "
              f"bias={module.bias is not None}, dtype={weight.dtype})"]
-    state = ", ".join(f"{k!r}: {_tensor_literal(v.detach())}" for k, v in module.state_dict().items())
+    state = ", ".join(f"{k!r}: {values.tensor_literal(v.detach())}" for k, v in module.state_dict().items())
     lines.append(f"{var}.load_state_dict({{{state}}})")
     for name, param in module.named_parameters():
         if not param.requires_grad:
@@ -44,6 +43,10 @@ class _Names:
         self.used: dict[str, int] = {module: 1, "torch": 1}  # never shadow the imports
         self.setup: list[str] = []
         self.imports: set[str] = set()  # modules the rendered literals need besides torch
+
+    def __call__(self, value: Any) -> str:
+        """A nested value's literal (what the value table's renderers call)."""
+        return literal(value, self)
 
     def of(self, proxy: Any) -> str:
         name = self.by_id.get(id(proxy))
@@ -77,8 +80,6 @@ def _type_name(proxy: Any) -> str:
 def callee(call: Call, module_proxy: Any) -> str:
     """The name of what `call` called, as the candidate's file spells it: "allocate_prompt"
     (a method), "apply_rope" (a function of the module), "RotaryEmbedding" (a class)."""
-    from grader.engine.judge_bridge import RemoteObject
-
     if call.op != "call":
         return str(call.name)
     if call.target is module_proxy:
@@ -91,113 +92,45 @@ def callee(call: Call, module_proxy: Any) -> str:
 
 
 def literal(value: Any, names: _Names) -> str:
-    """Python source that rebuilds `value` exactly."""
-    from grader.engine.judge_bridge import RemoteMethod, RemoteObject
-
-    torch = sys.modules.get("torch")
+    """Python source that rebuilds `value` exactly: a candidate's object by the name the
+    snippet gave it, a value by its row of the value table (grader/worker/values.py)."""
     if isinstance(value, RemoteObject):
         if value is names.module_proxy:
             return names.module
         return names.of(value)
     if isinstance(value, RemoteMethod):
         return f"{literal(value._obj, names)}.{value._name}"
-    if isinstance(value, float):
-        return _float_literal(value)
-    if isinstance(value, (bool, int, str, bytes, type(None))):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(literal(v, names) for v in value) + "]"
-    if isinstance(value, tuple):
-        inner = ", ".join(literal(v, names) for v in value)
-        return "(" + inner + ("," if len(value) == 1 else "") + ")"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{literal(k, names)}: {literal(v, names)}" for k, v in value.items()) + "}"
-    if isinstance(value, (set, frozenset)):
-        return ("{" + ", ".join(literal(v, names) for v in value) + "}") if value else "set()"
-    if torch is not None:
-        if isinstance(value, torch.Tensor):
-            return _tensor_literal(value, names)
-        if isinstance(value, torch.dtype):
-            return str(value)
-        if isinstance(value, torch.device):
-            return f"torch.device({str(value)!r})"
-        if isinstance(value, torch.Generator):
-            return f"torch.Generator().manual_seed({value.initial_seed()})"
-        if isinstance(value, torch.nn.Module):
-            return f"<a {type(value).__name__} module built by the test>"
     if isinstance(value, ModuleSnap):
-        name = names.by_id.get(value.original_id)
-        if name is not None:
-            return name
-        kind = type(value.module).__name__ if value.module is not None else "module"
-        if value.source is not None:
-            kind = value.source.split("(")[0].split(".")[-1]
-        var = names.new_name(kind)
-        if value.source is not None:
-            names.imports.add(value.source.split(".")[0])
-            lines = [f"{var} = {value.source}"]
-        else:
-            lines = _module_source(value.module, var) if value.module is not None else None
-        if lines is None:
-            return f"<a {kind} module built by the test>"
-        names.setup.extend(lines)
-        names.by_id[value.original_id] = var
-        return var
+        return _module_literal(value, names)
+    row = values.nearest(type(value))
+    if row is not None:
+        return row.literal(value, names)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.nn.Module):
+        return f"<a {type(value).__name__} module built by the test>"
     if callable(value):
         return f"<a function of the test: {getattr(value, '__qualname__', type(value).__name__)}>"
     return f"<{type(value).__name__}>"
 
 
-def _tensor_literal(t: Any, names: "_Names | None" = None) -> str:
-    dtype = str(t.dtype)
-    grad = ", requires_grad=True" if t.requires_grad and t.is_leaf else ""
-    if t.numel() > MAX_LITERAL_ELEMENTS:
-        nbytes = t.numel() * t.element_size()
-        if nbytes <= MAX_PACKED_BYTES and t.device.type == "cpu" and names is not None:
-            import base64
-
-            import torch
-
-            names.imports.add("base64")
-            raw = t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
-            packed = base64.b64encode(raw).decode()
-            rebuilt = (f"torch.frombuffer(bytearray(base64.b64decode({packed!r})), dtype={dtype})"
-                       f".reshape({tuple(t.shape)})")
-            return rebuilt + (".requires_grad_()" if grad else "")
-        if names is not None:
-            names.setup.append(f"# (a {tuple(t.shape)} tensor below is shown as zeros: its "
-                               f"{t.numel()} values are too many to print)")
-        return f"torch.zeros({tuple(t.shape)}, dtype={dtype}{grad})"
-    values = t.detach().cpu()
-    if values.dtype == torch_bfloat16_or_half(values):
-        values = values.float()
-    body = _nested(values.tolist())
-    if t.numel() == 0:
-        return f"torch.empty({tuple(t.shape)}, dtype={dtype}{grad})"
-    return f"torch.tensor({body}, dtype={dtype}{grad})"
-
-
-def torch_bfloat16_or_half(t: Any) -> Any:
-    import torch
-
-    return t.dtype if t.dtype in (torch.bfloat16, torch.float16) else None
-
-
-def _nested(values: Any) -> str:
-    if isinstance(values, list):
-        return "[" + ", ".join(_nested(v) for v in values) + "]"
-    if isinstance(values, float):
-        return _float_literal(values)
-    return repr(values)
-
-
-def _float_literal(value: float) -> str:
-    """A float as Python source (nan and the infinities have no literal of their own)."""
-    if math.isnan(value):
-        return "float('nan')"
-    if math.isinf(value):
-        return "float('inf')" if value > 0 else "-float('inf')"
-    return repr(value)
+def _module_literal(value: ModuleSnap, names: _Names) -> str:
+    name = names.by_id.get(value.original_id)
+    if name is not None:
+        return name
+    kind = type(value.module).__name__ if value.module is not None else "module"
+    if value.source is not None:
+        kind = value.source.split("(")[0].split(".")[-1]
+    var = names.new_name(kind)
+    if value.source is not None:
+        names.imports.add(value.source.split(".")[0])
+        lines = [f"{var} = {value.source}"]
+    else:
+        lines = _module_source(value.module, var) if value.module is not None else None
+    if lines is None:
+        return f"<a {kind} module built by the test>"
+    names.setup.extend(lines)
+    names.by_id[value.original_id] = var
+    return var
 
 
 def render(transcript: Transcript | Segment, *, module: str, module_proxy: Any, test: str, seed: Any,
@@ -215,8 +148,6 @@ def render(transcript: Transcript | Segment, *, module: str, module_proxy: Any, 
     lines = [line for line in lines if line is not None]
     if transcript.dropped:
         lines.append(f"# ({transcript.dropped} earlier calls not shown)")
-    from grader.engine.judge_bridge import RemoteObject
-
     for call in calls:
         target = literal(call.target, names)
         args = [literal(a, names) for a in call.args] + [f"{k}={literal(v, names)}" for k, v in call.kwargs]
@@ -262,8 +193,6 @@ def _looked_at_last(call: Call, names: _Names, module_proxy: Any) -> list[str]:
     """Lines that print what the test looked at after the example's last call, where a
     failure is found: the object that call returned (a scheduler's Batch) and the state read
     with it (a lockstep test's tables and counts), so the snippet ends by showing "got"."""
-    from grader.engine.judge_bridge import RemoteObject
-
     if call.raised:
         return []
     lines = []
@@ -294,7 +223,7 @@ def _uses_torch(calls: list[Call]) -> bool:
         return False
 
     def has(value: Any) -> bool:
-        if isinstance(value, (torch.Tensor, torch.dtype, torch.Generator, torch.device, ModuleSnap)):
+        if isinstance(value, (torch.Tensor, torch.dtype, torch.Generator, torch.device, torch.Size, ModuleSnap)):
             return True
         if isinstance(value, (list, tuple)):
             return any(has(v) for v in value)

@@ -6,6 +6,9 @@ the calls of the example that raised the failure the card describes (example_cal
 a snippet the candidate can paste next to their file (snippet.py): it rebuilds each input
 exactly (tensors as ``torch.tensor([...], dtype=...)`` literals), makes the same calls and
 prints what their code returns.
+
+The judge's endpoint knows nothing of this: it tells its observer (``Recorder``) of each
+request it sends, of the seed it gives the call, and of how the call ended.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from grader.engine.proxy import RemoteObject
+from grader.worker.schema import Op
+from grader.worker.values import MAX_LITERAL_ELEMENTS, MAX_PACKED_BYTES  # (a snippet's limits)
+
 MAX_CALLS = 400          # per example: a longer transcript is cut at its start
-MAX_LITERAL_ELEMENTS = 4096
-MAX_PACKED_BYTES = 24_000  # a larger tensor is rebuilt exactly from base64 up to this size
 MAX_SNIPPET_CHARS = 40_000
 
 
@@ -168,3 +173,57 @@ class ModuleSnap:
             self.module = copy.deepcopy(module) if small else None
         except Exception:  # noqa: BLE001 - a transcript must never fail a test
             self.module = None
+
+
+# The requests a snippet replays: calls into the candidate's code, and attribute reads and
+# writes. (call_then_read replays as its call, its reads printed after the last call.)
+RECORDED_OPS = frozenset({Op.CALL, Op.CALLMETHOD, Op.CALL_THEN_READ, Op.GETATTR, Op.SETATTR})
+
+
+class Recorder:
+    """The judge endpoint's observer: keeps the calls of the running example in a
+    transcript. A transcript must never fail a test: a call it cannot copy is not recorded.
+
+    Invariant: `transcript` is the newest Transcript (active_transcript() returns it)."""
+
+    def __init__(self) -> None:
+        self.transcript = Transcript()
+
+    def reset(self) -> None:
+        """A new test: a new transcript."""
+        self.transcript = Transcript()
+
+    def started(self, op: str, args: tuple) -> Call | None:
+        """A request is about to be sent: its entry, or None when it is not replayed."""
+        if op not in RECORDED_OPS:
+            return None
+        self.transcript.start(current_example())
+        try:
+            if op == Op.CALL:
+                call = Call(op, args[0], None, snapshot(args[1]), snapshot(args[2]))
+            elif op in (Op.CALLMETHOD, Op.CALL_THEN_READ):  # (reads: printed after the last call only)
+                call = Call(Op.CALLMETHOD, args[0], args[1], snapshot(args[2]), snapshot(args[3]),
+                            reads=args[4] if op == Op.CALL_THEN_READ else None)
+            else:  # getattr / setattr
+                call = Call(op, args[0], args[1], snapshot(args[2:]), ())
+        except Exception:  # noqa: BLE001 - a transcript must never fail a test
+            return None
+        self.transcript.add(call)
+        return call
+
+    def seeded(self, call: Call, seed: int) -> None:
+        """Both sides' global generator was seeded with `seed` just before the call."""
+        call.seed = seed
+
+    def raised(self, call: Call, exc: BaseException) -> None:
+        call.note_raised(exc)
+
+    def returned(self, call: Call, op: str, result: Any) -> None:
+        if op == Op.CALL_THEN_READ and type(result) is tuple and result:
+            ok, value = result[0] if type(result[0]) is tuple and len(result[0]) == 2 else (True, None)
+            if not ok:
+                call.note_raised(value)
+            elif isinstance(value, RemoteObject):
+                call.result = value
+        elif isinstance(result, RemoteObject):
+            call.result = result

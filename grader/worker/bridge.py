@@ -1,29 +1,21 @@
 """The protocol both sides of a grading run speak: calls, shared objects and exceptions.
 
 One ``Endpoint`` per side (the judge's in ``grader.engine.judge_bridge``, the worker's in
-``grader.worker.serve``). A **channel** is a connected socket used by one thread at a time:
-
-    ("call", id, op, args, ctx, updates, releases)   -> the peer runs `op`
-    ("ret",  id, value, updates, extra)              <- its result
-    ("err",  id, exception, updates, extra)          <- or the exception it raised
-
-While a side waits for its answer it serves the peer's nested calls on the same channel
-(the worker calling a judge callback, the judge's callback calling back into the
-candidate). `updates` carries every shared object changed in place since the last message;
-`releases` (judge to worker) the ids the judge no longer holds.
+``grader.worker.serve``). The messages, value tags and operations are written down in
+``schema.py``; this module encodes and decodes them.
 """
 
 from __future__ import annotations
 
 import builtins
 import itertools
-import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
-from . import codec
+from . import codec, values
 from .codec import PLAIN, BridgeError, Registry, TensorCopy, Verbatim, fingerprint, no_modes
+from .schema import CALL, EXCEPTION, GRADIENT, MESSAGES, PAIR, SIZES, VALUES, Msg, ProtocolError, Tag, check
 from .wire import FramedSocket, PeerClosed, ReplyTooLarge, WireError
 
 MAX_EXC_MESSAGE = 4000
@@ -52,6 +44,9 @@ class Endpoint:
     IMPORTS_TORCH_FOR_PEER = True
     DECODE_FLOOR = 64 * 1024**2
     DECODE_CAP = 1024**3
+    # Per class: tag -> (decoder, the size of its layout), from DECODERS; type -> encoder, as met.
+    _decode_table: ClassVar[dict[str, tuple[Callable[..., Any], int]]]
+    _encoders: ClassVar[dict[type, Callable[..., Any]]]
 
     def __init__(self, main: FramedSocket, sign: int) -> None:
         self.registry = Registry(sign)
@@ -100,7 +95,7 @@ class Endpoint:
         req_id = next(self._ids)
         with self.registry.lock, no_modes():  # nothing is sent if this fails
             payload = [self.encode(a) for a in args]
-            msg = ("call", req_id, op, payload, self.call_context(), self.collect_updates(),
+            msg = (Msg.CALL, req_id, op, payload, self.call_context(), self.collect_updates(),
                    self.collect_releases())
         outer, self.in_flight = self.in_flight, req_id
         try:
@@ -133,18 +128,19 @@ class Endpoint:
             if type(msg) is not tuple or not msg:
                 raise WireError("a message must be a tuple")
             kind = msg[0]
-            if kind == "call":
+            if kind == Msg.CALL:
                 self.serve_one(chan, msg)
                 continue
-            if kind not in ("ret", "err") or len(msg) != 5 or msg[1] != req_id:
+            layout = MESSAGES.get(kind) if type(kind) is str else None  # (a call was served above)
+            if layout is None or msg[1:2] != (req_id,):
                 raise WireError(f"unexpected message {str(kind)[:20]!r}")
-            _, _, body, updates, extra = msg
+            _, _, body, updates, extra = check(msg, layout, WireError)
             with self.registry.lock, no_modes():
                 self._local.budget = self._decode_budget(chan.last_frame_bytes)
                 try:
                     self.apply_updates(updates)
                     self.on_extra(extra)
-                    if kind == "ret":
+                    if kind == Msg.RET:
                         return True, self.decode(body)
                     return False, self.decode_exception(body)
                 except (WireError, BridgeError):
@@ -176,9 +172,7 @@ class Endpoint:
     # ---------------------------------------------------------------- calls in
 
     def serve_one(self, chan: FramedSocket, msg: tuple) -> None:
-        if len(msg) != 7:
-            raise WireError("malformed call")
-        _, req_id, op, payload, ctx, updates, releases = msg
+        _, req_id, op, payload, ctx, updates, releases = check(msg, CALL, WireError)
         try:
             with self.registry.lock, no_modes():
                 self.apply_releases(releases)
@@ -187,14 +181,14 @@ class Endpoint:
                     raise WireError("malformed call")
                 args = [self.decode(a) for a in payload]
             value = self.run_op(op, args, ctx)
-            kind = "ret"
+            kind = Msg.RET
         except BaseException as exc:  # noqa: BLE001 - every failure goes back as a value
-            kind, value = "err", exc
+            kind, value = Msg.ERR, exc
         with self.registry.lock, no_modes():
             try:
-                body = self.encode(value) if kind == "ret" else self.encode_exception(value)
+                body = self.encode(value) if kind == Msg.RET else self.encode_exception(value)
             except BaseException as exc:  # noqa: BLE001 - a result that cannot cross
-                kind, body = "err", self.encode_exception(exc)
+                kind, body = Msg.ERR, self.encode_exception(exc)
             reply = (kind, req_id, body, self.collect_updates(), self.reply_extra())
         chan.send(reply)
 
@@ -247,50 +241,39 @@ class Endpoint:
             return value
         if depth > codec.MAX_DEPTH:
             raise BridgeError("a value nested too deeply to cross")
-        d = depth + 1
-        if t is tuple:
-            return ("T", [self.encode(v, d) for v in value])
-        if t is Verbatim:
-            return ("V", value.value)
-        if t is TensorCopy:
-            return self.encode_tensor(0, value.tensor, d)
-        if t is list or t is dict or t is set:
-            return self.encode_shared(value, depth=d)
-        if t is frozenset:
-            return ("F", [self.encode(v, d) for v in value])
-        if t is complex:
-            return ("J", value.real, value.imag)
-        if t is slice:
-            return ("SL", self.encode(value.start, d), self.encode(value.stop, d), self.encode(value.step, d))
-        if value is Ellipsis:
-            return ("EL",)
-        if t is bytearray:
-            return ("BA", bytes(value))
-        torch = codec.torch_loaded()
-        if torch is not None:
-            if t is torch.Tensor or t is torch.nn.Parameter:
-                return self.encode_shared(value, depth=d)
-            if t is torch.dtype:
-                return ("DT", str(value).replace("torch.", ""))
-            if t is torch.device:
-                return ("DV", str(value))
-            if t is torch.Size:
-                return ("SZ", [int(v) for v in value])
-            if t is torch.Generator:
-                return self.encode_shared(value, depth=d)
+        encoder = self._encoders.get(t)  # (one lookup: the value table's row, met before)
+        if encoder is None:
+            encoder = self._encoder_for(t)
+        return encoder(self, value, depth + 1)
+
+    @classmethod
+    def _encoder_for(cls, t: type) -> Callable[["Endpoint", Any, int], Any]:
+        """How a value of type `t` crosses: as a shared object of this side's, by its value
+        table row's encoder, or (no row of its own) as encode_subclass says; kept per type."""
+        row = values.exact(t)
+        encoder = None if row is None else cls.SHARED.get(row.name) or row.encode
+        encoder = encoder or Endpoint.encode_subclass
+        cls._encoders[t] = encoder
+        return encoder
+
+    def encode_subclass(self, value: Any, d: int) -> Any:
+        t = type(value)
         if isinstance(value, tuple) and (hasattr(t, "_fields") or t.__module__ == "torch.return_types"):
-            return ("T", [self.encode(v, d) for v in tuple(value)])
+            return (Tag.TUPLE, [self.encode(v, d) for v in tuple(value)])
         # Subclasses of dict and list (OrderedDict, defaultdict, a state_dict) cross as plain
         # values: what arrives is a plain dict or list, never the subclass's behaviour.
         if isinstance(value, dict):
-            return ("D0", [(self.encode(k, d), self.encode(v, d)) for k, v in dict.items(value)])
+            return (Tag.DICT_COPY, [(self.encode(k, d), self.encode(v, d)) for k, v in dict.items(value)])
         if isinstance(value, list):
-            return ("L0", [self.encode(v, d) for v in list.__iter__(value)])
-        np = sys.modules.get("numpy")
-        if np is not None and t is np.ndarray and value.dtype.kind in "biufc":
-            arr = np.ascontiguousarray(value)
-            return ("NP", arr.dtype.str, list(arr.shape), arr.tobytes())
+            return (Tag.LIST_COPY, [self.encode(v, d) for v in list.__iter__(value)])
         return self.encode_other(value, d)
+
+    def _e_shared(self, value: Any, d: int) -> Any:
+        return self.encode_shared(value, depth=d)
+
+    # Value table rows whose values cross as shared objects (codec.Registry).
+    SHARED: dict[str, Callable[["Endpoint", Any, int], Any]] = {
+        "list": _e_shared, "dict": _e_shared, "set": _e_shared, "tensor": _e_shared, "generator": _e_shared}
 
     def encode_other(self, value: Any, depth: int) -> Any:  # pragma: no cover - per side
         raise BridgeError(f"a {type(value).__name__} cannot cross")
@@ -301,7 +284,7 @@ class Endpoint:
         if sid is not None and not force:
             fp = reg.fingerprints.get(sid)
             if fp is None or codec.same_fingerprint(fp, fingerprint(obj)):
-                return ("=", sid)  # unchanged, or being encoded right now (a cycle)
+                return (Tag.REF, sid)  # unchanged, or being encoded right now (a cycle)
         if sid is None:
             sid = reg.new_sid()
             reg.put(sid, obj)
@@ -315,15 +298,15 @@ class Endpoint:
     def encode_content(self, sid: int, obj: Any, depth: int) -> Any:
         t = type(obj)
         if t is list:
-            return ("L", sid, [self.encode(v, depth) for v in obj])
+            return (Tag.LIST, sid, [self.encode(v, depth) for v in obj])
         if t is dict:
-            return ("D", sid, [(self.encode(k, depth), self.encode(v, depth)) for k, v in obj.items()])
+            return (Tag.DICT, sid, [(self.encode(k, depth), self.encode(v, depth)) for k, v in obj.items()])
         if t is set:
-            return ("S", sid, [self.encode(v, depth) for v in obj])
+            return (Tag.SET, sid, [self.encode(v, depth) for v in obj])
         torch = codec.torch_loaded()
         if t is torch.Generator:
             state = obj.get_state().numpy().tobytes()
-            return ("G", sid, obj.device.type, state)
+            return (Tag.GENERATOR, sid, obj.device.type, state)
         return self.encode_tensor(sid, obj, depth)
 
     def encode_tensor(self, sid: int, t: Any, depth: int, *, extra: Any = None) -> Any:
@@ -332,7 +315,7 @@ class Endpoint:
         if t.is_leaf and t.grad is not None and depth < codec.MAX_DEPTH:
             gd, gs, _, gdata = codec.encode_tensor_data(t.grad)
             grad = (gd, gs, gdata)
-        return ("X", sid, dtype, shape, stride, data, t.device.type, bool(t.requires_grad),
+        return (Tag.TENSOR, sid, dtype, shape, stride, data, t.device.type, bool(t.requires_grad),
                 type(t) is not codec.torch_loaded().Tensor, grad, extra)
 
     # ---------------------------------------------------------------- decode
@@ -346,22 +329,24 @@ class Endpoint:
         if t is not tuple or not tree or depth > codec.MAX_DEPTH + 2:
             raise WireError("malformed value")
         tag = tree[0]
-        handler = self.DECODERS.get(tag) if type(tag) is str else None
-        if handler is None:
+        entry = self._decode_table.get(tag) if type(tag) is str else None
+        if entry is None:
             raise WireError(f"unknown value tag {str(tag)[:10]!r}")
+        handler, size = entry
+        if len(tree) != size:  # every layout of schema.VALUES, checked here once
+            raise WireError(f"malformed {VALUES[tag].name}")
         return handler(self, tree, depth + 1)
 
-    def _decode_items(self, items: Any, depth: int) -> list:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._decode_table = _decode_table(cls.DECODERS)
+        cls._encoders = dict(_ENCODERS)
+
+    def decode_items(self, items: Any, depth: int) -> list:
         if type(items) is not list:
             raise WireError("malformed sequence")
         self.charge(8 * len(items) + 64)
         return [self.decode(v, depth) for v in items]
-
-    def _d_tuple(self, tree: tuple, depth: int) -> Any:
-        return tuple(self._decode_items(tree[1], depth))
-
-    def _d_frozenset(self, tree: tuple, depth: int) -> Any:
-        return frozenset(self._decode_items(tree[1], depth))
 
     def _d_ref(self, tree: tuple, depth: int) -> Any:
         sid = tree[1]
@@ -381,12 +366,12 @@ class Endpoint:
         return obj, True
 
     def _d_verbatim(self, tree: tuple, depth: int) -> Any:
-        if len(tree) != 2 or (self.VERIFY_VERBATIM and not codec.plain_tree(tree[1])):
+        if self.VERIFY_VERBATIM and not codec.plain_tree(tree[1]):
             raise WireError("a verbatim value that is not plain data")
         return tree[1]
 
     def _d_plain_list(self, tree: tuple, depth: int) -> Any:
-        return self._decode_items(tree[1], depth)
+        return self.decode_items(tree[1], depth)
 
     def _d_plain_dict(self, tree: tuple, depth: int) -> Any:
         if type(tree[1]) is not list:
@@ -394,14 +379,13 @@ class Endpoint:
         self.charge(32 * len(tree[1]) + 64)
         out = {}
         for pair in tree[1]:
-            if type(pair) is not tuple or len(pair) != 2:
-                raise WireError("malformed dict item")
+            check(pair, PAIR, WireError)
             out[self.decode(pair[0], depth)] = self.decode(pair[1], depth)
         return out
 
     def _d_list(self, tree: tuple, depth: int) -> Any:
         obj, _ = self._shared_target(tree[1], list)
-        items = self._decode_items(tree[2], depth)
+        items = self.decode_items(tree[2], depth)
         if type(obj) is not list:
             raise WireError("shared object changed kind")
         if not codec._shallow_same(obj, items):
@@ -416,8 +400,7 @@ class Endpoint:
         self.charge(32 * len(tree[2]) + 64)
         pairs = []
         for pair in tree[2]:
-            if type(pair) is not tuple or len(pair) != 2:
-                raise WireError("malformed dict item")
+            check(pair, PAIR, WireError)
             pairs.append((self.decode(pair[0], depth), self.decode(pair[1], depth)))
         obj.clear()
         obj.update(pairs)
@@ -426,7 +409,7 @@ class Endpoint:
 
     def _d_set(self, tree: tuple, depth: int) -> Any:
         obj, _ = self._shared_target(tree[1], set)
-        items = self._decode_items(tree[2], depth)
+        items = self.decode_items(tree[2], depth)
         if type(obj) is not set:
             raise WireError("shared object changed kind")
         obj.clear()
@@ -437,18 +420,15 @@ class Endpoint:
     def _d_tensor(self, tree: tuple, depth: int) -> Any:
         import torch
 
-        if len(tree) != 11:
-            raise WireError("malformed tensor")
         _, sid, dtype, shape, stride, data, device, requires_grad, is_param, grad, extra = tree
-        self._needs_torch("a tensor")
+        self.needs_torch("a tensor")
         self.charge(len(data) + 256 if type(data) is bytes else 256)
-        if type(grad) is tuple and len(grad) == 3 and type(grad[2]) is bytes:
+        if type(grad) is tuple and len(grad) == GRADIENT.size and type(grad[2]) is bytes:
             self.charge(len(grad[2]))
         value = codec.decode_tensor_data(dtype, shape, stride, data, device)
         grad_value = None
         if grad is not None:
-            if type(grad) is not tuple or len(grad) != 3:
-                raise WireError("malformed gradient")
+            check(grad, GRADIENT, WireError)
             grad_value = codec.decode_tensor_data(grad[0], grad[1], None, grad[2], device)
         wants_grad = bool(requires_grad) and (value.is_floating_point() or value.is_complex())
         if sid == 0:
@@ -470,7 +450,7 @@ class Endpoint:
         self.registry.mark_synced(sid, tensor)
         return tensor
 
-    def _needs_torch(self, what: str) -> None:
+    def needs_torch(self, what: str) -> None:
         """A side that has not imported torch takes no tensor: the judge of a kata without
         tensors (paged-kv) would otherwise import torch inside a call's time limit, and a
         limit that cut that import short would leave torch half-imported for every later
@@ -493,7 +473,7 @@ class Endpoint:
         _, sid, device, state = tree
         if type(state) is not bytes or device not in ("cpu", "cuda"):
             raise WireError("malformed generator")
-        self._needs_torch("a torch.Generator")
+        self.needs_torch("a torch.Generator")
         self.charge(len(state) + 256)
         if device == "cuda" and not torch.cuda.is_available():
             device = "cpu"
@@ -507,58 +487,12 @@ class Endpoint:
         self.registry.mark_synced(sid, gen)
         return gen
 
-    def _d_small(self, tree: tuple, depth: int) -> Any:
-        tag = tree[0]
-        if tag == "J":
-            return complex(float(tree[1]), float(tree[2]))
-        if tag == "SL":
-            return slice(self.decode(tree[1], depth), self.decode(tree[2], depth), self.decode(tree[3], depth))
-        if tag == "EL":
-            return Ellipsis
-        if tag == "BA":
-            self.charge(len(tree[1]) if type(tree[1]) is bytes else 0)
-            return bytearray(tree[1]) if type(tree[1]) is bytes else bytearray()
-        if tag in ("DT", "DV", "SZ"):
-            self._needs_torch("a torch " + {"DT": "dtype", "DV": "device", "SZ": "Size"}[tag])
-        if tag == "DT":
-            return codec.dtype_by_name(tree[1])
-        if tag == "DV":
-            import torch
-
-            return torch.device(codec.ensure_str(tree[1], "a device")[:20])
-        if tag == "SZ":
-            import torch
-
-            dims = tree[1]
-            if type(dims) is not list or not all(type(d) is int for d in dims):
-                raise WireError("malformed size")
-            return torch.Size(dims)
-        if tag == "NP":
-            return self._d_numpy(tree)
-        raise WireError("malformed value")  # pragma: no cover
-
-    def _d_numpy(self, tree: tuple) -> Any:
-        import numpy as np
-
-        _, dtype, shape, data = tree
-        try:
-            dt = np.dtype(codec.ensure_str(dtype, "a dtype"))
-        except TypeError as exc:
-            raise WireError(f"bad numpy dtype: {exc}") from None
-        if dt.kind not in "biufc" or type(shape) is not list or not all(type(d) is int and d >= 0 for d in shape):
-            raise WireError("malformed numpy array")
-        import math
-
-        if type(data) is not bytes or len(data) != math.prod(shape) * dt.itemsize:
-            raise WireError("numpy data does not fit its shape")
-        self.charge(len(data))
-        return np.frombuffer(bytearray(data), dtype=dt).reshape(shape)
-
+    # Tag -> handler(endpoint, tree, depth), the tree's layout checked by decode first.
     DECODERS: dict[str, Callable[["Endpoint", tuple, int], Any]] = {
-        "T": _d_tuple, "F": _d_frozenset, "=": _d_ref, "L": _d_list, "D": _d_dict, "S": _d_set,
-        "L0": _d_plain_list, "D0": _d_plain_dict, "V": _d_verbatim,
-        "X": _d_tensor, "G": _d_generator, "J": _d_small, "SL": _d_small, "EL": _d_small,
-        "BA": _d_small, "DT": _d_small, "DV": _d_small, "SZ": _d_small, "NP": _d_small,
+        **{row.tag: row.decode for row in values.TYPES if row.tag and row.decode},  # by value
+        Tag.REF: _d_ref, Tag.LIST: _d_list, Tag.DICT: _d_dict, Tag.SET: _d_set,
+        Tag.LIST_COPY: _d_plain_list, Tag.DICT_COPY: _d_plain_dict, Tag.VERBATIM: _d_verbatim,
+        Tag.TENSOR: _d_tensor, Tag.GENERATOR: _d_generator,
     }
 
     # ---------------------------------------------------------------- exceptions
@@ -571,7 +505,7 @@ class Endpoint:
         except BaseException:  # noqa: BLE001 - a broken __str__ is still an exception
             message = f"<{cls.__name__} whose message could not be read>"
         args = [a if type(a) in PLAIN else _safe_repr(a) for a in getattr(exc, "args", ())][:8]
-        return ("E", cls.__name__[:100], str(getattr(cls, "__module__", ""))[:100], base.__name__,
+        return (Tag.EXCEPTION, cls.__name__[:100], str(getattr(cls, "__module__", ""))[:100], base.__name__,
                 args, message[:MAX_EXC_MESSAGE], self.exception_frames(exc),
                 getattr(exc, "_kata_token", None))
 
@@ -579,9 +513,10 @@ class Endpoint:
         return list(getattr(exc, "_kata_frames", []) or [])
 
     def decode_exception(self, body: Any) -> BaseException:
-        if type(body) is not tuple or len(body) != 8 or body[0] != "E":
+        try:
+            _, name, module, base_name, args, message, frames, token = check(body, EXCEPTION)
+        except ProtocolError:
             return BridgeError("the other process sent a malformed exception")
-        _, name, module, base_name, args, message, frames, token = body
         name, module = codec.ensure_str(name, "a name")[:100], codec.ensure_str(module, "a module")[:100]
         message = codec.ensure_str(message, "a message")[:MAX_EXC_MESSAGE]
         cls = exception_class(name, module, base_name)
@@ -599,6 +534,26 @@ class Endpoint:
             exc._kata_token = token
         return exc
 
+
+def _decode_table(decoders: dict[str, Callable]) -> dict[str, tuple[Callable, int]]:
+    """Tag -> (handler, the size of its layout): every tag a side decodes is in the schema."""
+    unknown = set(decoders) - set(SIZES)
+    assert not unknown, f"tags missing from schema.VALUES: {sorted(unknown)}"
+    return {tag: (handler, SIZES[tag]) for tag, handler in decoders.items()}
+
+
+def _e_verbatim(endpoint: Endpoint, value: Verbatim, depth: int) -> Any:
+    return (Tag.VERBATIM, value.value)
+
+
+def _e_tensor_copy(endpoint: Endpoint, value: TensorCopy, depth: int) -> Any:
+    return endpoint.encode_tensor(0, value.tensor, depth)
+
+
+# The bridge's own wrappers; each endpoint class adds the types it meets (_encoder_for).
+_ENCODERS: dict[type, Callable[[Endpoint, Any, int], Any]] = {Verbatim: _e_verbatim, TensorCopy: _e_tensor_copy}
+Endpoint._decode_table = _decode_table(Endpoint.DECODERS)
+Endpoint._encoders = dict(_ENCODERS)
 
 _CLASSES: dict[tuple[str, str, str], type] = {}
 _MAX_CLASSES = 256

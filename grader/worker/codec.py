@@ -24,25 +24,19 @@ import sys
 import threading
 from typing import Any, Callable
 
-PLAIN = (type(None), bool, int, float, str, bytes)
+from .schema import BridgeError
+from .values import PLAIN_TYPES, TENSOR_DTYPES
+
+PLAIN = PLAIN_TYPES  # what crosses as it is: the value table's plain rows
 MAX_DEPTH = 40
 MAX_DIMS = 16
 MAX_STR_CHARS = 200_000
-
-# Dtypes a tensor may cross with (names, as torch spells them).
-TENSOR_DTYPES = ("float64", "float32", "float16", "bfloat16", "int64", "int32", "int16", "int8",
-                 "uint8", "bool", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2",
-                 "uint16", "uint32", "uint64")
-
-
-class BridgeError(Exception):
-    """Something crossed (or tried to) that the bridge cannot carry."""
 
 
 # The most items a plain tree (see plain_tree) may hold: a frame can repeat one list many
 # times by reference, and a check must never walk more than a bounded tree.
 MAX_PLAIN_ITEMS = 100_000
-_SCALARS = frozenset({type(None), bool, int, float})
+_SCALARS = frozenset(PLAIN) - {str, bytes}
 
 
 def plain_tree(value: Any) -> bool:
@@ -424,14 +418,6 @@ def refresh_tensor(dst: Any, src: Any) -> None:
                 # as its own storage (the change is seen; its base is left as it was).
                 pass
         dst.data = src.to(dst.device)
-
-
-def dtype_by_name(name: Any) -> Any:
-    import torch
-
-    if name not in TENSOR_DTYPES:
-        raise BridgeError(f"unknown dtype {name!r}")
-    return getattr(torch, name)
 
 
 def ensure_str(value: Any, what: str) -> str:

@@ -1,13 +1,31 @@
-"""torch.nn modules the judge passes to the candidate (a base layer, a model), shared by
-both sides: the worker gets a copy, identity survives the round trip, and training flags
-and the parameters a module holds are kept in step on both sides."""
+"""The nn.Module sub-protocol: torch.nn modules the judge passes to the candidate (a base
+layer, a model), shared by both sides. The worker gets a copy, identity survives the round
+trip, and training flags and the parameters a module holds are kept in step on both sides.
+
+    judge -> worker  MODULE        (sid, pickled, [(kind, name, tensor sid)])  the first time
+    both ways        MODULE_STATE  (sid, training flags, [MODULE_MEMBER])      an update
+
+``kind`` is "p" (a parameter) or "b" (a buffer), ``name`` its dotted name. The judge
+pickles the module (the worker trusts the judge, never the other way: a worker's module
+crosses as a handle). Every function here takes the endpoint it works for; decoders have
+the signature of ``Endpoint.DECODERS``' handlers.
+"""
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from . import codec
+from .schema import MODULE_MEMBER, Tag, check
 from .wire import WireError
+
+MEMBER_KINDS = ("p", "b")
+
+
+def is_module(value: Any) -> bool:
+    torch = codec.torch_loaded()
+    return torch is not None and isinstance(value, torch.nn.Module)
 
 
 def module_members(module: Any) -> list[tuple[str, str, Any]]:
@@ -16,18 +34,49 @@ def module_members(module: Any) -> list[tuple[str, str, Any]]:
     return out
 
 
+def unpickle_trusted(data: bytes) -> Any:
+    """Modules the judge sends (the judge is trusted; the worker never sends pickles)."""
+    return pickle.loads(data)  # (from the judge, never from candidate code)
+
+
+# ---------------------------------------------------------------------------- encode
+
+
+def encode_module(endpoint: Any, module: Any, depth: int) -> Any:
+    """The judge's side: a module crossing for the first time is pickled whole, with the ids
+    its tensors are registered under; after that, its state (encode_module_state)."""
+    reg = endpoint.registry
+    sid = reg.sid_of(module)
+    if sid is not None:
+        return endpoint.encode_shared(module, depth=depth)
+    sid = reg.new_sid()
+    reg.put(sid, module)
+    members = []
+    for kind, name, tensor in module_members(module):
+        tsid = reg.sid_of(tensor)
+        if tsid is None:
+            tsid = reg.new_sid()
+            reg.put(tsid, tensor)
+        reg.mark_synced(tsid, tensor)
+        members.append((kind, name, tsid))
+    pickled = pickle.dumps(module, protocol=5)
+    reg.mark_synced(sid, module)
+    return (Tag.MODULE, sid, pickled, members)
+
+
 def encode_module_state(endpoint: Any, sid: int, module: Any, depth: int) -> Any:
     members = [(kind, name, endpoint.encode(t, depth) if t is not None else None)
                for kind, name, t in module_members(module)]
-    return ("MU", sid, [m.training for m in module.modules()], members)
+    return (Tag.MODULE_STATE, sid, [m.training for m in module.modules()], members)
+
+
+# ---------------------------------------------------------------------------- decode
 
 
 def apply_module_state(endpoint: Any, tree: tuple, depth: int) -> Any:
     """Bring a shared module up to date: training flags and which tensors it holds."""
     import torch
 
-    if len(tree) != 4:
-        raise WireError("malformed module state")
     _, sid, flags, members = tree
     module = endpoint.registry.objects.get(sid)
     if not isinstance(module, torch.nn.Module) or type(flags) is not list or type(members) is not list:
@@ -35,9 +84,9 @@ def apply_module_state(endpoint: Any, tree: tuple, depth: int) -> Any:
     for sub, flag in zip(module.modules(), flags):
         sub.training = bool(flag)
     for member in members:
-        if type(member) is not tuple or len(member) != 3 or member[0] not in ("p", "b"):
+        kind, name, enc = check(member, MODULE_MEMBER, WireError)
+        if kind not in MEMBER_KINDS:
             raise WireError("malformed module member")
-        kind, name, enc = member
         owner, _, attr = codec.ensure_str(name, "a member name").rpartition(".")
         try:
             target = module.get_submodule(owner) if owner else module
@@ -53,13 +102,9 @@ def apply_module_state(endpoint: Any, tree: tuple, depth: int) -> Any:
     return module
 
 
-def adopt_module(endpoint: Any, tree: tuple) -> Any:
+def adopt_module(endpoint: Any, tree: tuple, depth: int = 0) -> Any:
     """The worker's copy of a module the judge passed for the first time (pickled by the
     judge, which the worker trusts); its tensors are registered under the judge's ids."""
-    from .serve import unpickle_trusted
-
-    if len(tree) != 4:
-        raise WireError("malformed module")
     _, sid, pickled, members = tree
     module = unpickle_trusted(pickled)
     reg = endpoint.registry
@@ -75,3 +120,8 @@ def adopt_module(endpoint: Any, tree: tuple) -> Any:
             reg.mark_synced(tsid, tensor)
     reg.mark_synced(sid, module)
     return module
+
+
+# The decoders each side adds to its endpoint's table.
+JUDGE_DECODERS = {Tag.MODULE_STATE: apply_module_state}
+WORKER_DECODERS = {Tag.MODULE: adopt_module, Tag.MODULE_STATE: apply_module_state}

@@ -14,7 +14,6 @@ import inspect
 import io
 import itertools
 import operator
-import pickle
 import socket
 import sys
 import threading
@@ -24,9 +23,11 @@ import types
 from itertools import islice
 from typing import Any
 
-from . import codec, measure
+from . import codec, measure, modules
 from .bridge import Endpoint
 from .codec import BridgeError, no_modes
+from .modules import unpickle_trusted
+from .schema import INTERNAL_OPS, JUDGE_TO_WORKER, OPS, RNG_NOT_SYNCED, Msg, Op, Tag
 from .wire import MAX_SPIN_S, FramedSocket, PeerClosed, WireError
 
 MAX_ITEMS = 1_000_000
@@ -42,7 +43,7 @@ class Callback:
         self._kata_endpoint, self._kata_handle = endpoint, handle
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._kata_endpoint.request("callback", self, args, tuple(kwargs.items()))
+        return self._kata_endpoint.request(Op.CALLBACK, self, args, tuple(kwargs.items()))
 
     def __repr__(self) -> str:
         return "<function provided by the grader>"
@@ -121,9 +122,9 @@ class WorkerEndpoint(Endpoint):
         if self.registry.sid_of(value) is not None:  # a module the judge passed in
             return self.encode_shared(value, depth=depth)
         if isinstance(value, Callback):
-            return ("c", value._kata_handle)
+            return (Tag.CALLBACK_REF, value._kata_handle)
         if isinstance(value, BaseException):  # an outcome of read_all
-            return ("EX", self.encode_exception(value))
+            return (Tag.EXCEPTION_VALUE, self.encode_exception(value))
         cls = type(value)
         tid, info = self._type(cls)
         # Declared once per channel: replies on different channels (a test's threads) are
@@ -133,7 +134,7 @@ class WorkerEndpoint(Endpoint):
             sent_here = self._local.types_sent = set()
         sent = tid in sent_here
         sent_here.add(tid)
-        return ("R", self.export(value), tid, None if sent else info)
+        return (Tag.HANDLE, self.export(value), tid, None if sent else info)
 
     def _type(self, cls: type) -> tuple[int, tuple]:
         known = self.types.get(cls)
@@ -151,11 +152,8 @@ class WorkerEndpoint(Endpoint):
         return super().encode_tensor(sid, t, depth, extra=extra)
 
     def encode_content(self, sid: int, obj: Any, depth: int) -> Any:
-        torch = codec.torch_loaded()
-        if torch is not None and isinstance(obj, torch.nn.Module):
-            from .modules import encode_module_state
-
-            return encode_module_state(self, sid, obj, depth)
+        if modules.is_module(obj):
+            return modules.encode_module_state(self, sid, obj, depth)
         return super().encode_content(sid, obj, depth)
 
     def exception_frames(self, exc: BaseException) -> list:
@@ -168,7 +166,7 @@ class WorkerEndpoint(Endpoint):
     # ---------------------------------------------------------------- decode (judge -> worker)
 
     def _d_handle(self, tree: tuple, depth: int) -> Any:
-        obj = self.handles.get(tree[1]) if len(tree) == 2 else None
+        obj = self.handles.get(tree[1])
         if obj is None and tree[1] not in self.handles:
             raise WireError("a reference to an unknown handle")
         return obj
@@ -182,18 +180,8 @@ class WorkerEndpoint(Endpoint):
             stub = self.stubs[tree[1]] = Callback(self, tree[1])
         return stub
 
-    def _d_module(self, tree: tuple, depth: int) -> Any:
-        from .modules import adopt_module
-
-        return adopt_module(self, tree)
-
-    def _d_module_state(self, tree: tuple, depth: int) -> Any:
-        from .modules import apply_module_state
-
-        return apply_module_state(self, tree, depth)
-
-    DECODERS = {**Endpoint.DECODERS, "r": _d_handle, "rm": _d_bound, "C": _d_callback,
-                "M": _d_module, "MU": _d_module_state}
+    DECODERS = {**Endpoint.DECODERS, Tag.HANDLE_REF: _d_handle, Tag.BOUND_METHOD: _d_bound,
+                Tag.CALLBACK: _d_callback, **modules.WORKER_DECODERS}
 
     # ---------------------------------------------------------------- ops
 
@@ -201,15 +189,15 @@ class WorkerEndpoint(Endpoint):
         fn = _OPS.get(op) if type(op) is str else None
         if fn is None or type(args) is not list:
             raise BridgeError(f"unknown operation {op!r}")
-        if op in _INTERNAL:
+        if op in INTERNAL_OPS:
             return fn(self, *args)
         ctx = ctx if type(ctx) is dict else {}
         torch = codec.torch_loaded()
         if type(ctx.get("rng")) is bytes:
             self.pending_rng = ctx["rng"]
         if torch is not None and self.pending_rng is not None:
-            _set_rng(torch, self.pending_rng)
-            self.pending_rng = None
+            state, self.pending_rng = self.pending_rng, None
+            _set_rng(torch, state)  # (raises: the call must not run from another state)
         kinds = ctx.get("measure")
         grad = torch.set_grad_enabled(bool(ctx.get("grad", True))) if torch is not None else None
         if not kinds:
@@ -314,11 +302,21 @@ def _version(t: Any) -> int:
         return -1
 
 
+class RandomStateNotSynced(BridgeError):
+    """The judge's random state could not be set here: the call does not run (its draws,
+    and the seed a snippet prints, would not be the judge's)."""
+
+
+assert RandomStateNotSynced.__name__ == RNG_NOT_SYNCED
+
+
 def _set_rng(torch: Any, state: bytes) -> None:
     try:
         torch.default_generator.set_state(torch.frombuffer(bytearray(state), dtype=torch.uint8).clone())
-    except (RuntimeError, ValueError):
-        pass
+    except (RuntimeError, ValueError) as exc:
+        raise RandomStateNotSynced(
+            f"the worker could not take the judge's random state ({type(exc).__name__}: {exc}); "
+            "the test's draws would not be reproducible, so the call did not run") from None
 
 
 def _merge(total: dict[str, Any], share: dict[str, Any]) -> None:
@@ -446,43 +444,42 @@ def _harness(ep: WorkerEndpoint, source: Any, name: Any, args: Any) -> Any:
 
 
 _OPS = {
-    "harness": _harness,
-    "call_many": _call_many,
-    "call_rows": _call_rows,
-    "read_all": _read_all,
-    "call_then_read": _call_then_read,
-    "getattr": lambda ep, obj, name: getattr(obj, name),
-    "setattr": lambda ep, obj, name, value: setattr(obj, name, value),
-    "delattr": lambda ep, obj, name: delattr(obj, name),
-    "call": lambda ep, obj, args, kwargs: obj(*args, **dict(kwargs)),
-    "callmethod": lambda ep, obj, name, args, kwargs: getattr(obj, name)(*args, **dict(kwargs)),
-    "len": lambda ep, obj: len(obj),
-    "iter": _iter,
-    "next": lambda ep, obj: next(obj),
-    "getitem": lambda ep, obj, key: obj[key],
-    "setitem": lambda ep, obj, key, value: operator.setitem(obj, key, value),
-    "delitem": lambda ep, obj, key: operator.delitem(obj, key),
-    "contains": lambda ep, obj, key: key in obj,
-    "bool": lambda ep, obj: bool(obj),
-    "int": lambda ep, obj: int(obj),
-    "float": lambda ep, obj: float(obj),
-    "index": lambda ep, obj: operator.index(obj),
-    "isinstance": lambda ep, obj, cls: isinstance(obj, cls),
-    "issubclass": lambda ep, obj, cls: issubclass(obj, cls),
-    "dir": lambda ep, obj: [str(n) for n in dir(obj)][:10_000],
-    "repr": lambda ep, obj: repr(obj)[:2000],
-    "str": lambda ep, obj: str(obj)[:2000],
-    "backward": lambda ep, handle, grad, sids: ep.backward(handle, grad, sids),
-    "reset": lambda ep: ep.reset(),
-    "ping": lambda ep: "pong",
-    # Runs no code of the candidate's, measured like a call: the judge's calibration of
-    # what the transport of one message costs the worker (grader/engine/judge_bridge.py).
-    "noop": lambda ep, *payload: None,
-    "spin": lambda ep, seconds: ep.set_spin(seconds),
-    "stats": lambda ep: {"shared": len(ep.registry.objects), "handles": len(ep.handles),
-                         "sids": sorted(ep.registry.objects)[:50]},
+    Op.HARNESS: _harness,
+    Op.CALL_MANY: _call_many,
+    Op.CALL_ROWS: _call_rows,
+    Op.READ_ALL: _read_all,
+    Op.CALL_THEN_READ: _call_then_read,
+    Op.GETATTR: lambda ep, obj, name: getattr(obj, name),
+    Op.SETATTR: lambda ep, obj, name, value: setattr(obj, name, value),
+    Op.DELATTR: lambda ep, obj, name: delattr(obj, name),
+    Op.CALL: lambda ep, obj, args, kwargs: obj(*args, **dict(kwargs)),
+    Op.CALLMETHOD: lambda ep, obj, name, args, kwargs: getattr(obj, name)(*args, **dict(kwargs)),
+    Op.LEN: lambda ep, obj: len(obj),
+    Op.ITER: _iter,
+    Op.NEXT: lambda ep, obj: next(obj),
+    Op.GETITEM: lambda ep, obj, key: obj[key],
+    Op.SETITEM: lambda ep, obj, key, value: operator.setitem(obj, key, value),
+    Op.DELITEM: lambda ep, obj, key: operator.delitem(obj, key),
+    Op.CONTAINS: lambda ep, obj, key: key in obj,
+    Op.BOOL: lambda ep, obj: bool(obj),
+    Op.INT: lambda ep, obj: int(obj),
+    Op.FLOAT: lambda ep, obj: float(obj),
+    Op.INDEX: lambda ep, obj: operator.index(obj),
+    Op.ISINSTANCE: lambda ep, obj, cls: isinstance(obj, cls),
+    Op.ISSUBCLASS: lambda ep, obj, cls: issubclass(obj, cls),
+    Op.DIR: lambda ep, obj: [str(n) for n in dir(obj)][:10_000],
+    Op.REPR: lambda ep, obj: repr(obj)[:2000],
+    Op.STR: lambda ep, obj: str(obj)[:2000],
+    Op.BACKWARD: lambda ep, handle, grad, sids: ep.backward(handle, grad, sids),
+    Op.RESET: lambda ep: ep.reset(),
+    Op.PING: lambda ep: "pong",
+    Op.NOOP: lambda ep, *payload: None,
+    Op.SPIN: lambda ep, seconds: ep.set_spin(seconds),
+    Op.STATS: lambda ep: {"shared": len(ep.registry.objects), "handles": len(ep.handles),
+                        "sids": sorted(ep.registry.objects)[:50]},
 }
-_INTERNAL = frozenset({"reset", "ping", "spin", "stats"})
+assert set(_OPS) == {name for name, row in OPS.items() if row.direction == JUDGE_TO_WORKER}, \
+    "every operation the worker runs is in schema.OPS"
 
 
 # ------------------------------------------------------------------------ serving
@@ -515,14 +512,9 @@ def _serve_channel(endpoint: WorkerEndpoint, chan: FramedSocket) -> None:
             msg = chan.recv()
         except (PeerClosed, WireError, OSError):
             return
-        if type(msg) is not tuple or not msg or msg[0] != "call":
+        if type(msg) is not tuple or not msg or msg[0] != Msg.CALL:
             return
         endpoint.serve_one(chan, msg)
-
-
-def unpickle_trusted(data: bytes) -> Any:
-    """Modules the judge sends (the judge is trusted; the worker never sends pickles)."""
-    return pickle.loads(data)  # noqa: S301 - from the judge, never from candidate code
 
 
 __all__ = ["Callback", "OutputCapture", "WorkerEndpoint", "serve", "unpickle_trusted", "sys"]

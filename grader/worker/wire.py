@@ -17,14 +17,17 @@ import struct
 import time
 from typing import Any
 
+from .schema import ProtocolError
+
 _HEADER = struct.Struct("<Q")
 DEFAULT_MAX_FRAME_BYTES = 512 * 1024 * 1024
 MAX_SPIN_S = 0.001
 _YIELD_AFTER_S = 0.00005
 
 
-class WireError(Exception):
-    """The peer sent something that is not a well-formed frame (or hung up)."""
+class WireError(ProtocolError):
+    """The peer sent something that is not a well-formed frame (or hung up), or a message
+    that does not fit its layout (schema.py)."""
 
 
 class PeerClosed(WireError):
