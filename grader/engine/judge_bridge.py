@@ -92,6 +92,7 @@ class JudgeEndpoint(Endpoint):
         # When the outermost call now waiting on the worker began (time.monotonic()), or None:
         # the judge's per-call time limit reads it.
         self.call_since: float | None = None
+        self.call_stats = CallStats()  # the judge session puts its own here (one figure a test)
         self.recording: Call | None = None  # the observer's entry for the call being sent
         self.active = 0  # requests under way, on every channel (guarded by the registry's lock)
 
@@ -137,8 +138,8 @@ class JudgeEndpoint(Endpoint):
                 took = time.monotonic() - t0
                 if self.call_since == t0:  # (another thread's call may have started since)
                     self.call_since = None
-                if took > CALL_STATS["longest_s"]:
-                    CALL_STATS["longest_s"] = took
+                if took > self.call_stats.longest_s:
+                    self.call_stats.longest_s = took
         if call is not None:
             self.observer.returned(call, op, result)
         return result
@@ -406,9 +407,15 @@ _PLAIN_TYPES = frozenset(codec.PLAIN)
 CALIBRATION_MESSAGES = 16
 MAX_OUTPUT_CHARS = 64_000  # the most printed text one reply may carry (the worker's own cap a test)
 
-# The longest outermost call into the worker since the plugin last reset it (per test): the
-# reference's figure sets each test's per-call time limit (grader/engine/time_limits.py).
-CALL_STATS = {"longest_s": 0.0}
+class CallStats:
+    """The longest outermost call into the worker since its owner last reset it (the judge's
+    session: per test, whichever worker served it): the reference's figure sets each test's
+    per-call time limit (grader/engine/time_limits.py)."""
+
+    __slots__ = ("longest_s",)
+
+    def __init__(self) -> None:
+        self.longest_s = 0.0
 
 
 def _kwargs(pairs: tuple) -> dict[str, Any]:
