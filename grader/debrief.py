@@ -44,8 +44,10 @@ def build_debrief(store: Store, session: Session, kata: Kata, catalog: Catalog) 
             continue
         used = c.used_s(until)
         attempts = per_level.get(c.level, [])
+        level = kata.level(c.level)
+        assert level is not None, "a session's clocks are the kata's levels"
         levels.append({
-            "level": c.level, "revealed": True, "name": kata.level(c.level).name, "minutes": c.minutes,
+            "level": c.level, "revealed": True, "name": level.name, "minutes": c.minutes,
             "used_s": None if used is None else round(used, 1), "passed": c.passed_at is not None,
             "over_pace": c.over_pace(until), "grade_attempts": len(attempts), "hints": hints[c.level],
             "failed_attempts": [a for a in attempts if a["first_failure"] is not None],

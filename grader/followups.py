@@ -50,7 +50,7 @@ def score_answer(question: Question, answer: str | None, self_marked: Sequence[i
 
 
 def score_mock(questions: list[Question], answers: list[str] | None,
-               marks: list[list[int] | None] | None) -> list[dict[str, Any]]:
+               marks: Sequence[list[int] | None] | None) -> list[dict[str, Any]]:
     """Every asked question with its answer and score (none scored before the answers)."""
     out = []
     for i, question in enumerate(questions):

@@ -118,7 +118,8 @@ def record_nudges(store: Store, kata: Kata, statement: Statement, session_id: in
     for test in card["tests"]:
         if test["nodeid"] not in shown:
             continue
-        for rule in [r for r in rules.get(test["level"]) or () if test["name"] in r.tests] or [None]:
+        naming: list[Rule | None] = [r for r in rules.get(test["level"]) or () if test["name"] in r.tests]
+        for rule in naming or [None]:
             text = rule.text if rule is not None else None
             if _key(text, test["name"]) in seen:
                 continue

@@ -53,7 +53,7 @@ def kata_progress(store: Store, kata: Kata) -> KataProgress:
     out.scores.sort(key=lambda s: s["at"])
     out.levels_passed = max([a.levels_passed for a in timed if a.num_levels == len(kata.levels)
                              and a.passed] or [0])
-    session_ids = {a.session_id for a in timed} | {s.id for s in store.mock_sessions(kata.slug)}
+    session_ids = {a.session_id for a in timed if a.session_id is not None} | {s.id for s in store.mock_sessions(kata.slug)}
     for session_id in session_ids:
         session = store.session(session_id)
         clocks = level_clocks(store, session, kata)

@@ -135,6 +135,20 @@ class MockRecord:
     finished_at: float | None
 
 
+def _inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT on `cur` just added (sqlite3 types it as int or None)."""
+    row_id = cur.lastrowid
+    assert row_id is not None, "an INSERT sets lastrowid"
+    return row_id
+
+
+def _attempt(row: Any) -> Attempt:
+    """An Attempt from a row of _ATTEMPT_COLUMNS: SQLite stores `passed` as 0 or 1."""
+    values = list(row)
+    values[6] = bool(values[6])
+    return Attempt(*values)
+
+
 class Store:
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or kata_home() / DB_NAME
@@ -215,7 +229,7 @@ class Store:
                 "INSERT INTO sessions (kata, solution_path, started_at, minutes, deadline, status, homework, mode) "
                 "VALUES (?, ?, ?, ?, ?, 'active', ?, ?)",
                 (kata, str(solution_path), now, minutes, now + 60 * minutes, homework, mode))
-            session_id = cur.lastrowid
+            session_id = _inserted_id(cur)
             for level, level_minutes in levels:
                 shown = mode == "timed" or level == 1
                 conn.execute("INSERT INTO session_levels (session_id, level, minutes, revealed_at) "
@@ -286,7 +300,7 @@ class Store:
                  sum(1 for lv in levels if lv["passed"]), len(levels), card.get("time_used_s"),
                  card.get("time_limit_s"), card.get("hints_used", 0), card["solution"], source,
                  card["solution_sha256"], json.dumps(card)))
-            attempt_id = cur.lastrowid
+            attempt_id = _inserted_id(cur)
             if session_id is not None:
                 for level in passed_levels:
                     conn.execute("UPDATE session_levels SET passed_at = ?, passed_attempt_id = ? "
@@ -316,12 +330,12 @@ class Store:
         sql += " ORDER BY graded_at DESC, id DESC"
         if limit:
             sql += f" LIMIT {int(limit)}"
-        return [Attempt(*r[:6], bool(r[6]), *r[7:]) for r in self.conn.execute(sql, tuple(args)).fetchall()]
+        return [_attempt(r) for r in self.conn.execute(sql, tuple(args)).fetchall()]
 
     def attempts_for_session(self, session_id: int) -> list[Attempt]:
         rows = self.conn.execute(f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE session_id = ? "
                                  "ORDER BY graded_at DESC, id DESC", (session_id,)).fetchall()
-        return [Attempt(*r[:6], bool(r[6]), *r[7:]) for r in rows]
+        return [_attempt(r) for r in rows]
 
     def attempt_source(self, attempt_id: int) -> str:
         return self._one("SELECT source FROM attempts WHERE id = ?", (attempt_id,))[0]
@@ -359,8 +373,8 @@ class Store:
                         "WHERE session_id = ?", (session_id,))
         if row is None:
             return None
-        decoded = [None if v is None else json.loads(v) for v in row[1:5]]
-        return MockRecord(row[0], *decoded, row[5])
+        followups, answers, marks, debrief = (None if v is None else json.loads(v) for v in row[1:5])
+        return MockRecord(row[0], followups, answers, marks, debrief, row[5])
 
     def update_mock(self, session_id: int, **fields: Any) -> None:
         """Set followups, answers, marks, debrief (JSON-encoded) or finished_at."""
@@ -405,7 +419,7 @@ class Store:
         with self.transaction() as conn:
             cur = conn.execute("INSERT INTO events (session_id, kata, at, kind, level, data) VALUES (?, ?, ?, ?, ?, ?)",
                                (session_id, kata, clock.now(), kind, level, json.dumps(data or {})))
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
     def events(self, kata: str, *, session_id: int | None = None, kind: str | None = None,
                since: float = 0.0) -> list[Event]:

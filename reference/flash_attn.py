@@ -81,8 +81,7 @@ def flash_attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False,
     lse (B, H, Tq) float32, the log-sum-exp of the scaled scores each row may attend."""
     _check_attention_inputs(q, k, v, block_q, block_k)
     B, H, Tq, D = q.shape
-    H_kv, Tk = k.shape[1], k.shape[2]
-    group = H // H_kv
+    Tk = k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else float(scale)
     work = _compute_dtype(q.dtype)
     diagonal = Tk - Tq  # bottom-right causal: query i may attend key j iff j <= i + diagonal

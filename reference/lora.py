@@ -113,6 +113,12 @@ class MultiLoRALinear(nn.Module):
           number of adapters loaded at once.
     """
 
+    # buffers, registered in __init__ (declared here for the type checker)
+    stacked_A: Tensor
+    stacked_B: Tensor
+    scalings: Tensor
+    live: Tensor
+
     def __init__(self, base: nn.Linear, max_rank: int) -> None:
         super().__init__()
         if max_rank < 1:

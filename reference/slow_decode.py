@@ -20,17 +20,18 @@ C d_model, H heads, D head dim, V vocabulary.
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 
 try:
-    from slow_decode_model import TinyLM, generate_slow  # noqa: F401  (the kata's support file)
+    from slow_decode_model import Block, TinyLM, generate_slow  # the kata's support file
 except ModuleNotFoundError:  # outside the grader (a notebook, the project's tests)
     from grader.catalog import KATAS_DIR
     from grader.engine.loading import import_from_path
 
     import_from_path(KATAS_DIR / "slow_decode" / "slow_decode_model.py", "slow_decode_model")
-    from slow_decode_model import TinyLM, generate_slow  # noqa: F401
+    from slow_decode_model import Block, TinyLM, generate_slow  # noqa: F401 - the names above, once registered
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
@@ -63,8 +64,9 @@ def generate(model: TinyLM, prompts: list[list[int]], max_new_tokens: int,
     causal = torch.ones(P, P, dtype=torch.bool).tril()
     allowed = (causal & key_valid[:, None, :]) | torch.eye(P, dtype=torch.bool)   # (R, P, P)
     x = model.embed(token_ids, positions)                                          # (R, P, C)
+    blocks = cast("list[Block]", model.blocks)  # an nn.ModuleList of Block, typed as Modules
     cache: list[tuple[torch.Tensor, torch.Tensor]] = []
-    for block in model.blocks:
+    for block in blocks:
         q, k, v = block.qkv(x)                                                     # (R, H, P, D)
         cache.append((k, v))
         x = x + block.merge_heads(_attend(q, k, v, allowed[:, None]))
@@ -91,7 +93,7 @@ def generate(model: TinyLM, prompts: list[list[int]], max_new_tokens: int,
         key_valid = torch.cat([key_valid, torch.ones(len(active), 1, dtype=torch.bool)], dim=1)  # (A, L)
         x = model.embed(next_ids[:, None], next_positions[:, None])                # (A, 1, C)
         next_positions = next_positions + 1
-        for i, block in enumerate(model.blocks):
+        for i, block in enumerate(blocks):
             q, k, v = block.qkv(x)                                                 # (A, H, 1, D)
             k = torch.cat([cache[i][0], k], dim=2)                                 # (A, H, L, D)
             v = torch.cat([cache[i][1], v], dim=2)

@@ -31,17 +31,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grader.catalog import load_catalog  # noqa: E402
+from grader.catalog import load_catalog  # noqa: E402 - after the checkout is put on sys.path
 
 GOAL_S = {"syntax error": 1.5, "empty file": 1.5, "loop at import": 5.0}
 _CLI = "import sys; from grader.cli.app import main; sys.argv[0] = 'kata'; sys.exit(main())"
 
 
-def files_for(stub: str, folder: Path) -> dict[str, tuple[Path, str]]:
-    """kind -> (file, what its card must say): each made from the stub's source."""
+def files_for(stub: str, folder: Path) -> dict[str, tuple[Path, str | tuple[str, ...]]]:
+    """kind -> (file, what its card must say, or a tuple of which it says one): each made from
+    the stub's source."""
     stub = stub.rstrip("\n") + "\n"
     num_lines = stub.count("\n")
-    made = {
+    made: dict[str, tuple[str, str | tuple[str, ...]]] = {
         "syntax error": (stub + "\ndef broken(:\n    pass\n", f"syntax error at line {num_lines + 2}"),
         "empty file": ('"""My solution (to do)."""\n# nothing yet\n', "your file is empty"),
         "import error": (stub + "\nimport kata_no_such_module\n", "No module named 'kata_no_such_module'"),

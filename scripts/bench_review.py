@@ -26,14 +26,15 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from grader.catalog import load_catalog  # noqa: E402
-from grader.grading import grade  # noqa: E402
-from grader.homework.spec import load_homework  # noqa: E402
-from tests.hostile.bundles.builders import write_bundle  # noqa: E402
+from grader.catalog import load_catalog  # noqa: E402 - after the checkout is put on sys.path
+from grader.grading import grade  # noqa: E402 - after the checkout is put on sys.path
+from grader.homework.spec import load_homework  # noqa: E402 - after the checkout is put on sys.path
+from tests.hostile.bundles.builders import write_bundle  # noqa: E402 - after the checkout is put on sys.path
 
 KATAS = ("paged-kv", "rope")
 CLAIM_SEED, REVIEW_SEED = 11, 12
@@ -60,7 +61,8 @@ class CpuSampler(threading.Thread):
 
     def __init__(self, root_pid: int) -> None:
         super().__init__(daemon=True)
-        self.root_pid, self.seen, self.stopped = root_pid, {}, threading.Event()
+        self.root_pid, self.stopped = root_pid, threading.Event()
+        self.seen: dict[tuple[int, str], int] = {}  # (pid, its start time) -> CPU ticks
         self.tick = os.sysconf("SC_CLK_TCK")
 
     def run(self) -> None:
@@ -124,7 +126,8 @@ def main() -> None:
         old.unlink()
     now = time.time()
     for i in range(args.bundles):
-        entries, files = [], {}
+        entries: list[dict[str, Any]] = []
+        files: dict[str, bytes] = {}
         for kata in katas:
             base = pools[kata.slug][i % len(pools[kata.slug])]
             source = base.read_bytes() + f"\n# candidate {i:03d}\n".encode()

@@ -18,12 +18,13 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grader.catalog import load_catalog  # noqa: E402
-from grader.engine import zygote  # noqa: E402
-from tests.kata_testing import (corpus_file, corpus_manifest, failed_tests, grade_file,  # noqa: E402
+from grader.catalog import load_catalog
+from grader.engine import zygote
+from tests.kata_testing import (corpus_file, corpus_manifest, failed_tests, grade_file,
                                 manifest_path, rejection_problem)
 
 BASE_SEED = 20261129
@@ -37,7 +38,7 @@ def seeds_for(n: int) -> list[int]:
 
 def sweep_kata(slug: str, seeds: list[int], jobs: int) -> list[dict]:
     manifest = corpus_manifest(slug)
-    work = [("buggy", entry, seed) for entry in manifest.buggy for seed in seeds]
+    work: list[tuple[str, Any, int]] = [("buggy", entry, seed) for entry in manifest.buggy for seed in seeds]
     work += [("correct", name, seed) for name in manifest.correct for seed in seeds]
 
     def run(item: tuple) -> dict:

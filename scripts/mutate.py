@@ -19,12 +19,13 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from grader.catalog import load_catalog  # noqa: E402
-from grader.engine import zygote  # noqa: E402
-from grader.grading import grade  # noqa: E402
+from grader.catalog import load_catalog
+from grader.engine import zygote
+from grader.grading import grade
 
 _COMPARE_SWAPS = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
                   ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
@@ -69,7 +70,7 @@ def mutant_source(source: str, index: int) -> str:
     elif isinstance(node, ast.BoolOp):
         node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
     elif isinstance(node, ast.Constant):
-        node.value += 1
+        node.value = cast(int, node.value) + 1  # mutation_sites offers int constants only
     return ast.unparse(tree)
 
 

@@ -38,7 +38,7 @@ def _break(katas_copy, name, text):
     (lambda t: t.replace('slug = "paged-kv"', 'slug = "other"'), "field 'slug' is 'other'"),
     (lambda t: t.replace("minutes = 75", "minutes = -3", 1), "field 'minutes' must be a positive integer"),
     (lambda t: t.replace('difficulty = "', 'difficulty = "x', 1), "field 'difficulty' must be one of"),
-    (lambda t: "\n".join(l for l in t.splitlines() if not l.startswith("title")), "field 'title' is missing"),
+    (lambda t: "\n".join(line for line in t.splitlines() if not line.startswith("title")), "field 'title' is missing"),
     (lambda t: t + "\n[[[ not toml", "not valid TOML"),
 ])
 def test_malformed_kata_toml_names_file_and_field_and_others_still_load(katas_copy, mutate, message):

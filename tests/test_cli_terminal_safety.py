@@ -44,7 +44,7 @@ def hostile_file(tmp_path) -> Path:
     raw in the source (a traceback quotes that line)."""
     source = ATTACK.read_text(encoding="utf-8")
     namespace: dict = {}
-    exec(source.split("# A class named")[0], namespace)  # noqa: S102 - our own fixture's HOSTILE
+    exec(source.split("# A class named")[0], namespace)  # our own fixture's HOSTILE
     raw = namespace["HOSTILE"].replace("\\", "\\\\").replace('"', '\\"')
     path = tmp_path / "candidate" / "paged_kv.py"
     path.parent.mkdir()

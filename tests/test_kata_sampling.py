@@ -83,7 +83,7 @@ def test_suite_stays_within_its_chi_square_budget(monkeypatch):
 
     calls = []
     original = chi_square().check_frequencies
-    counting = lambda *a, **k: (calls.append(a), original(*a, **k))  # noqa: E731
+    counting = lambda *a, **k: (calls.append(a), original(*a, **k))  # noqa: E731 - a one-line spy
     for level in LEVEL_MODULES:
         mod = importlib.import_module(f"grader.suites.sampling.{level}")
         if not hasattr(mod, "check_frequencies"):
@@ -131,7 +131,10 @@ def test_regression_eos_rank_needs_an_earlier_eos_to_matter():
     buggy = _load(corpus_file(SLUG, "buggy_eos_at_any_rank.py"))
     table = {(): [0.05, 0.5, 0.4, 0.05], (1,): [0.6, 0.2, 0.1, 0.1], (2,): [0.3, 0.5, 0.1, 0.1],
              (2, 1): [0.4, 0.3, 0.2, 0.1], (1, 1): [0.45, 0.25, 0.2, 0.1]}
-    run = lambda impl: [t for t, _ in impl.beam_search(TinyModel(4, 0, table=table), [], 2, 3, 0, 0.0)]
+
+    def run(impl):
+        return [t for t, _ in impl.beam_search(TinyModel(4, 0, table=table), [], 2, 3, 0, 0.0)]
+
     assert run(ref) == [[1, 0], [2, 1, 0]]
     assert run(buggy) == [[1, 0], [2, 0]]
 

@@ -17,7 +17,7 @@ from tests.kata_testing import (assert_rejected_at_level, assert_scores_full, bu
                                 correct_params)
 
 import reference.slow_decode as reference  # registers slow_decode_model  # isort: skip
-from slow_decode_model import TinyLM, generate_slow  # noqa: E402  # isort: skip
+from slow_decode_model import TinyLM, generate_slow  # isort: skip
 
 SLUG = "slow-decode"
 

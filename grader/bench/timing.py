@@ -8,14 +8,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 
 from grader.engine.loading import import_from_path
 from grader.errors import KataError
 
-BENCH_SLUGS = ("mha", "flash-attn", "rope", "lora", "paged-kv", "scheduler", "sampling", "ppo", "quant")
+BENCH_SLUGS = ("mha", "flash-attn", "rope", "lora", "paged-kv", "scheduler", "sampling", "ppo", "quant", "train-memory")
 NEEDS_CUDA = "needs cuda (the Triton interpreter on CPU checks correctness, it does not measure speed)"
 _MIN_TIMING_S = {False: 0.02, True: 0.0}  # quick: one call per timing
 
@@ -35,7 +35,7 @@ class Case:
     workload: str
     impl: str
     fn: Callable[[], Any] | None
-    work: dict[str, float | None] = field(default_factory=dict)
+    work: Mapping[str, float | None] = field(default_factory=dict)
     note: str = ""
     variant: str | None = None
 
@@ -104,7 +104,7 @@ def _measure(case: Case, device: str, repeats: int, quick: bool) -> dict[str, An
     try:
         with torch.no_grad():
             seconds, result = _median_seconds(case.fn, device, repeats, quick)
-    except BaseException as exc:  # noqa: BLE001 - candidate code failing is a row
+    except BaseException as exc:  # candidate code failing is a row
         if isinstance(exc, KeyboardInterrupt):
             raise
         row["note"] = f"raised {_short(exc)}"
@@ -130,7 +130,7 @@ def _add_ratios(rows: list[dict[str, Any]]) -> None:
 
 
 def _impl_cases(workload: str, impls: dict[str, ModuleType | str], make_fn: Callable[[ModuleType], Callable[[], Any]],
-                work: dict[str, float | None]) -> list[Case]:
+                work: Mapping[str, float | None]) -> list[Case]:
     """A yours and a reference case, each ``make_fn(module)``; a failure to set up becomes a note."""
     cases = []
     for impl in ("yours", "reference"):
@@ -146,7 +146,7 @@ def _impl_cases(workload: str, impls: dict[str, ModuleType | str], make_fn: Call
 
 
 def _kernel_case(workload: str, device: str, make_fn: Callable[[], Callable[[], Any]],
-                 work: dict[str, float | None], variant: str = "triton") -> Case:
+                 work: Mapping[str, float | None], variant: str = "triton") -> Case:
     if device != "cuda":
         return Case(workload, "kernel", None, work, note=NEEDS_CUDA, variant=variant)
     if variant == "cuda c++":

@@ -5,7 +5,7 @@ syncs, new storages, execution time and growth rates) for efficiency tests."""
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import torch
 from hypothesis import strategies as st
@@ -81,5 +81,5 @@ def check_close(got: Any, expected: torch.Tensor, prop: str, *, input: Any = Non
 
 # Measurements (ops, FLOPs, syncs, storages, time, growth rates) live in the torch-free
 # grader.suites._measure; re-exported here for the suites that already import torch.
-from grader.suites._measure import (best_time_s, count_flops, count_ops, count_syncs,  # noqa: E402,F401
+from grader.suites._measure import (best_time_s, count_flops, count_ops, count_syncs,  # noqa: E402,F401 - re-exported, see above
                                     exec_time_s, growth_exponent, median_time_s, new_storages)

@@ -39,7 +39,7 @@ try:
 
     HAS_TRITON = True
     TRITON_IMPORT_ERROR: str | None = None
-except Exception as exc:  # ImportError, or a broken install that fails while importing
+except Exception as exc:  # noqa: BLE001 - ImportError, or a broken install that fails while importing
     triton = _Missing()
     tl = _Missing()
     HAS_TRITON = False
@@ -53,7 +53,7 @@ def _interpret_flag() -> bool:
         from triton import knobs
 
         return bool(knobs.runtime.interpret)
-    except Exception:  # older Triton without knobs
+    except Exception:  # noqa: BLE001 - an older Triton without knobs, or one that moved them
         return os.environ.get("TRITON_INTERPRET", "0").lower() in ("1", "true", "on", "yes")
 
 

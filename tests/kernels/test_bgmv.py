@@ -11,7 +11,7 @@ from tests.kernels._support import SOME, dtypes_for, kernel_settings, randn, see
 
 pytest.importorskip("triton", reason="Triton is not installed: `pip install -e .[kernels]`")
 
-from reference.kernels import bgmv_expand, bgmv_shrink, multi_lora_delta  # noqa: E402
+from reference.kernels import bgmv_expand, bgmv_shrink, multi_lora_delta
 
 
 def lora_oracle(x, lora_a, lora_b, scaling, slot_ids, ranks) -> tuple[torch.Tensor, torch.Tensor]:

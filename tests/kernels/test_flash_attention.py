@@ -12,7 +12,7 @@ from tests.kernels._support import FEW, SOME, dtypes_for, kernel_settings, randn
 
 pytest.importorskip("triton", reason="Triton is not installed: `pip install -e .[kernels]`")
 
-from reference.kernels import flash_attention  # noqa: E402
+from reference.kernels import flash_attention
 
 
 def attention_oracle(q, k, v, causal: bool, scale: float | None = None) -> torch.Tensor:

@@ -12,7 +12,7 @@ from tests.kernels._support import SOME, dtypes_for, kernel_settings, tolerance
 
 pytest.importorskip("triton", reason="Triton is not installed: `pip install -e .[kernels]`")
 
-from reference.kernels import paged_decode_attention  # noqa: E402
+from reference.kernels import paged_decode_attention
 
 
 @st.composite

@@ -11,7 +11,7 @@ from tests.kernels._support import SOME, dtypes_for, kernel_settings, randn, see
 
 pytest.importorskip("triton", reason="Triton is not installed: `pip install -e .[kernels]`")
 
-from reference.kernels import rope  # noqa: E402
+from reference.kernels import rope
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -200,7 +200,7 @@ def expect_value_error(fn: Callable[[], Any], prop: str, input: Any) -> None:
         return
     except (NotImplementedError, PropertyFailure):
         raise
-    except Exception as exc:  # noqa: BLE001 - the wrong exception is the verdict
+    except Exception as exc:  # the wrong exception is the verdict
         raise PropertyFailure(prop, input=input, expected="ValueError",
                               got=f"{type(exc).__name__}: {exc}") from exc
     raise PropertyFailure(prop, input=input, expected="ValueError",
@@ -213,7 +213,7 @@ def expect_accepted(fn: Callable[[], Any], prop: str, input: Any) -> Any:
         return fn()
     except (NotImplementedError, PropertyFailure):
         raise
-    except Exception as exc:  # noqa: BLE001 - any exception is the verdict
+    except Exception as exc:  # any exception is the verdict
         raise PropertyFailure(prop, input=input, expected="no exception",
                               got=f"{type(exc).__name__}: {exc}") from exc
 

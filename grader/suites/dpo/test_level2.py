@@ -7,6 +7,8 @@ builds the situation where that rule decides the outcome.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from hypothesis import example, given, settings, strategies as st
 
@@ -84,7 +86,7 @@ def _margin(kind: object, like: torch.Tensor) -> object:
     return torch.linspace(-1.0, 2.0, like.shape[0], dtype=like.dtype)
 
 
-def _check_bt(got: dict, chosen: torch.Tensor, rejected: torch.Tensor, margin: object,
+def _check_bt(got: dict, chosen: torch.Tensor, rejected: torch.Tensor, margin: Any,
               prop: str, scale: float = 1.0) -> None:
     shown = {"chosen_rewards": chosen, "rejected_rewards": rejected, "margin": margin}
     want = oracle.bradley_terry(chosen, rejected, margin)
@@ -101,8 +103,8 @@ def _check_bt(got: dict, chosen: torch.Tensor, rejected: torch.Tensor, margin: o
 def _check_dpo(got: dict, batch: dict, options: dict, prop: str, scale: float = 1.0) -> None:
     shown = dict(batch, **options)
     beta = options.get("beta", 0.1)
-    want = oracle.dpo(*(batch[n] for n in POLICY + REFERENCE), beta,
-                      options.get("loss_type", "sigmoid"), options.get("label_smoothing", 0.0))
+    want = oracle.dpo(batch["policy_chosen"], batch["policy_rejected"], batch["ref_chosen"], batch["ref_rejected"],
+                      beta, options.get("loss_type", "sigmoid"), options.get("label_smoothing", 0.0))
     dtype = batch["policy_chosen"].dtype
     check_value(got["loss"], want["loss"], f"{prop}: the loss", shown, dtype, scale)
     for name in POLICY:

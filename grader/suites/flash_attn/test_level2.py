@@ -8,8 +8,6 @@ builds the situation where that rule decides the outcome.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from hypothesis import example, given, settings, strategies as st
 

@@ -204,7 +204,7 @@ class _CombineSpy:
 
     def __init__(self, reference: Any) -> None:
         self.reference = reference
-        self.calls: list[tuple[Any, Any]] = []
+        self.calls: list[tuple[Any, ...]] = []  # (outs, lses) of each call
 
     def __call__(self, outs: Any, lses: Any) -> Any:
         # Copies: the candidate's own tensors stay shared with it, and it could rewrite its

@@ -81,9 +81,9 @@ class Case:
         return self.weight.dtype
 
     def to(self, dtype: torch.dtype) -> "Case":
-        cast = lambda t: None if t is None else t.to(dtype)  # noqa: E731
-        return replace(self, weight=cast(self.weight), bias=cast(self.bias),
-                       lora_A=cast(self.lora_A), lora_B=cast(self.lora_B), x=cast(self.x))
+        bias = None if self.bias is None else self.bias.to(dtype)
+        return replace(self, weight=self.weight.to(dtype), bias=bias, lora_A=self.lora_A.to(dtype),
+                       lora_B=self.lora_B.to(dtype), x=self.x.to(dtype))
 
     def shown(self, **extra: Any) -> dict[str, Any]:
         out_f, in_f = self.weight.shape
@@ -171,7 +171,7 @@ def set_param(layer: nn.Module, name: str, value: torch.Tensor) -> None:
         param(layer, name).copy_(value)
 
 
-def build(module: Any, case: Case, *, with_adapter: bool = True, **kwargs: Any) -> nn.Module:
+def build(module: Any, case: Case, *, with_adapter: bool = True, **kwargs: Any) -> Any:
     """module.LoRALinear on a fresh base from `case`, with the case's A and B copied in."""
     layer = module.LoRALinear(make_base(case.weight, case.bias), case.r, case.alpha, **kwargs)
     if with_adapter:
@@ -202,7 +202,7 @@ def forward(layer: nn.Module, x: torch.Tensor, *, share_inputs: bool = False) ->
         return kept(layer(x if share_inputs else x.clone()))
 
 
-def delta_of(layer: nn.Module) -> torch.Tensor:
+def delta_of(layer: Any) -> torch.Tensor:
     """layer.delta_weight() without grad, kept as a copy."""
     with torch.no_grad():
         return kept(layer.delta_weight())
@@ -365,7 +365,7 @@ def ids_for(rows: list[int], slots: list[int]) -> torch.Tensor:
     return torch.tensor([slots[k] if k >= 0 else -1 for k in rows], dtype=torch.int64)
 
 
-def add(layer: nn.Module, adapter: Adapter) -> int:
+def add(layer: Any, adapter: Adapter) -> int:
     """add_adapter with copies of the adapter's tensors; the slot it returns, as returned."""
     return layer.add_adapter(adapter.name, adapter.lora_A.clone(), adapter.lora_B.clone(),
                              adapter.alpha)

@@ -109,7 +109,7 @@ def test_delta_weight_is_scaled_B_times_A(solution, case):
        seed=st.integers(0, 2**16))
 def test_delta_weight_rank_at_most_r(solution, in_f, out_f, r, seed):
     gen = torch.Generator().manual_seed(seed)
-    rand = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731
+    rand = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)  # noqa: E731 - a one-line helper over gen
     case = Case(r=r, alpha=8.0, weight=rand(out_f, in_f), bias=None, lora_A=rand(r, in_f),
                 lora_B=rand(out_f, r), x=rand(1, in_f))
     delta = delta_of(build(solution, case))

@@ -273,7 +273,7 @@ def test_forward_rejects_unknown_slots_and_wrong_length(solution, reference, num
         x_before, ids_before = x.clone(), ids_tensor.clone()
         calls.append(f"forward(x of shape {tuple(x.shape)}, adapter_ids={ids})")
         # x and ids_tensor themselves: the test checks below that the call left them as they were.
-        call = lambda: multi_forward(layer, x, ids_tensor, share_inputs=True)  # noqa: E731
+        call = lambda: multi_forward(layer, x, ids_tensor, share_inputs=True)  # noqa: E731 - the call, named to pass to raises()
         if raises(ValueError, call) is None:
             raise PropertyFailure(f"forward raises ValueError ({kind})", input={"calls": calls},
                                   expected="ValueError", got="no exception")

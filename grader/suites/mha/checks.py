@@ -98,7 +98,7 @@ def guarded(fn: Callable[..., Any], *args: Any, what: str, input: Any, **kwargs:
         return call(fn, *args, what=what, **kwargs)
     except PropertyFailure:
         raise
-    except Exception as exc:  # noqa: BLE001 - any exception of candidate code is the verdict
+    except Exception as exc:  # any exception of candidate code is the verdict
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise PropertyFailure(f"{what} raised {type(exc).__name__}" + (f": {text}" if text else ""),
                               input=readable(input), note=_candidate_lines(exc)) from exc

@@ -27,8 +27,10 @@ def _mask_with_is_causal(solution: Any) -> dict[str, Callable[[], Any]]:
 
 
 def _non_float_masks(solution: Any) -> dict[str, Callable[[], Any]]:
-    return {f"an attn_mask of dtype {str(dtype)[6:]}":
-            (lambda dtype=dtype: solution.attention(Q, K, V, torch.ones(3, 5, dtype=dtype)))
+    def with_mask_of(dtype: torch.dtype) -> Callable[[], Any]:
+        return lambda: solution.attention(Q, K, V, torch.ones(3, 5, dtype=dtype))
+
+    return {f"an attn_mask of dtype {str(dtype)[6:]}": with_mask_of(dtype)
             for dtype in (torch.int64, torch.int32, torch.uint8)}
 
 

@@ -160,6 +160,7 @@ class LockstepMachine(RuleBasedStateMachine):
     @rule(target=requests, length=st.integers(1, 8))
     def allocate_prompt_same_document(self, length: int) -> Any:
         """A prompt from the document of the previous prompt: shares its leading blocks."""
+        assert self.last_document is not None  # the precondition
         return self.allocate_prompt(list(DOCUMENTS[self.last_document][:length]))
 
     @precondition(at_level(3))

@@ -22,7 +22,7 @@ Steps = list[tuple[str, tuple[Any, ...]]]
 
 def minimize(solution: Any, reference: Any, failure: PropertyFailure) -> PropertyFailure:
     """The smallest failure of the same rule that the replays find (or `failure` itself)."""
-    num_blocks, block_size, steps = failure.replay
+    num_blocks, block_size, steps = failure.replay  # type: ignore[attr-defined]  # set by paired.Pair._fail
     shrinker = _Shrinker(solution, reference, _rule_of(failure.prop), failure)
     changed = True
     while changed and shrinker.budget > 0:

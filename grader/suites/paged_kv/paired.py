@@ -342,7 +342,7 @@ class Paired:
             return fn()
         except NotImplementedError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any error of the candidate is the finding
             self._fail(f"{call} — rule: {decider_text}", expected=expected, got=raised_text(exc))
 
     def _outcome(self, call: str, outcome: tuple[bool, Any], decider: str) -> Any:
@@ -360,7 +360,7 @@ class Paired:
             return fn()
         except NotImplementedError:
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a read that fails is the finding
             self._fail(f"reading the state after {call} — rule: {RULE[decider]}",
                        expected="no error (the request is live)", got=raised_text(exc))
 
@@ -371,7 +371,8 @@ class Paired:
     def _fail(self, prop: str, *, expected: Any = None, got: Any = None) -> None:
         self.failed = True  # a teardown must not replace this failure with a later one
         failure = PropertyFailure(prop, input="; ".join(self.calls), expected=expected, got=got)
-        failure.replay = (self.num_blocks, self.block_size, list(self.steps))  # for minimize()
+        # for minimize(): an attribute of this suite's failures only
+        failure.replay = (self.num_blocks, self.block_size, list(self.steps))  # type: ignore[attr-defined]
         raise failure
 
     def _record_allocation(self, call: str, request_id: str, k: int, old: list[int], want_old: list[int]) -> None:

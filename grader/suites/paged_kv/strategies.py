@@ -70,7 +70,7 @@ def _candidate_line(exc: BaseException) -> str | None:
     return f"line {frame.lineno} of your file, in {frame.name}: {(frame.line or '').strip()}"
 
 
-def expect_raises(exc_type: type, fn: Callable[[], Any], prop: str, *, input: Any) -> None:
+def expect_raises(exc_type: type[BaseException], fn: Callable[[], Any], prop: str, *, input: Any) -> None:
     """fn() must raise exc_type; anything else is the failure shown."""
     try:
         got = fn()

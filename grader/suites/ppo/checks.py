@@ -54,7 +54,7 @@ def expect_value_error(fn: Callable[[], Any], prop: str, input: Any) -> None:
         return
     except (NotImplementedError, PropertyFailure):
         raise
-    except Exception as exc:  # noqa: BLE001 - the wrong exception is the verdict
+    except Exception as exc:  # the wrong exception is the verdict
         raise PropertyFailure(prop, input=input, expected="ValueError",
                               got=f"{type(exc).__name__}: {exc}") from exc
     raise PropertyFailure(prop, input=input, expected="ValueError", got="no exception")

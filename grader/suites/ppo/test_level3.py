@@ -334,9 +334,9 @@ def test_level3_rejects_bad_input(solution):
                             "whiten_advantages": True}, "whitening a single valid token")]
     for name, inp, what in cases:
         if name == "kl_shaped_rewards":
-            fn = lambda inp=inp: run_kl(solution, inp)  # noqa: E731
+            fn = lambda inp=inp: run_kl(solution, inp)  # noqa: E731 - binds inp, like the branch below
         else:
-            fn = lambda inp=inp: call(solution.ppo_loss, *[inp[k] for k in LOSS], inp["mask"], what="ppo_loss",  # noqa: E731
+            fn = lambda inp=inp: call(solution.ppo_loss, *[inp[k] for k in LOSS], inp["mask"], what="ppo_loss",  # noqa: E731 - binds inp
                                       **{k: inp[k] for k in ("clip_eps", "whiten_advantages") if k in inp})
         expect_value_error(fn, f"{name} raises ValueError ({what})", shapes_of(inp))
         again = (run_kl(solution, kl), first_loss) if name == "kl_shaped_rewards" else (first_kl, run_loss(solution, lo))

@@ -323,7 +323,7 @@ def test_beam_rejects_bad_arguments(solution):
             pass
         except PropertyFailure:
             raise
-        except Exception as exc:  # noqa: BLE001 - the wrong exception is the verdict
+        except Exception as exc:  # the wrong exception is the verdict
             raise PropertyFailure("invalid arguments raise ValueError", input=inp,
                                   expected="ValueError", got=f"{type(exc).__name__}: {exc}") from exc
         else:
@@ -345,20 +345,20 @@ def test_beam_rejects_bad_arguments(solution):
 def test_step_fn_sees_prompt_plus_generated(solution, case):
     fixed = {"vocab_size": 3, "eos_token_id": 2, "num_beams": 2, "max_new_tokens": 3,
              "length_penalty": 1.0, "seed": 1}
-    for case in ({**fixed, "prompt": []}, {**fixed, "prompt": [2, 0, 1]}, case):
-        model = make_model(case)
-        run_beam(solution, model, case)
-        prompt = case["prompt"]
-        expect(len(model.calls) >= 1, "step_fn is called", input=case_input(case))
+    for run_case in ({**fixed, "prompt": []}, {**fixed, "prompt": [2, 0, 1]}, case):
+        model = make_model(run_case)
+        run_beam(solution, model, run_case)
+        prompt = run_case["prompt"]
+        expect(len(model.calls) >= 1, "step_fn is called", input=case_input(run_case))
         for tokens in model.calls:
             ok = (tokens.dtype == torch.long and tokens.dim() == 2 and tokens.shape[0] >= 1
                   and tokens.shape[1] >= len(prompt)
                   and all(row[: len(prompt)] == prompt for row in tokens.tolist()))
             expect(ok, "each row passed to step_fn is the prompt followed by the generated tokens "
-                   "(int64, shape (N, T), also for an empty prompt)", input=case_input(case), got=tokens)
+                   "(int64, shape (N, T), also for an empty prompt)", input=case_input(run_case), got=tokens)
         lengths = [t.shape[1] - len(prompt) for t in model.calls]
-        expect(max(lengths) <= case["max_new_tokens"] - 1, "step_fn is never asked beyond "
-               "max_new_tokens", input=case_input(case), got=f"generated lengths passed: {lengths}")
+        expect(max(lengths) <= run_case["max_new_tokens"] - 1, "step_fn is never asked beyond "
+               "max_new_tokens", input=case_input(run_case), got=f"generated lengths passed: {lengths}")
 
 
 @kata_test(level=2, category="correctness", weight=2,

@@ -90,7 +90,7 @@ def call(fn: Callable[[], Any], what: str, calls: list[str], source: str | None 
         return fn()
     except (NotImplementedError, PropertyFailure):
         raise
-    except Exception as exc:  # noqa: BLE001 - any exception of the candidate is a verdict
+    except Exception as exc:  # any exception of the candidate is a verdict
         raise _raised(exc, what, calls, source) from exc
 
 
@@ -104,7 +104,7 @@ def error_of(fn: Callable[[], Any], expected: type[BaseException], what: str,
         return expected.__name__
     except (NotImplementedError, PropertyFailure):
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise _raised(exc, what, calls, source) from exc
     return None
 
@@ -187,13 +187,13 @@ def _order_detail(want: list, got: list) -> str:
 def explain(want: dict, got: dict, before: Mirror) -> str:
     """The first differing field of a Batch and the statement rule that decides it."""
     aging = " — " + RULE_AGING if before.cfg.get("aging_steps") else ""
-    for name, rule, order_rule in (("preempted", RULE_PREEMPT, RULE_VICTIM),
-                                   ("decode", RULE_DECODE, RULE_DECODE_ORDER)):
+    for name, phase_rule, order_rule in (("preempted", RULE_PREEMPT, RULE_VICTIM),
+                                         ("decode", RULE_DECODE, RULE_DECODE_ORDER)):
         w, g = want[name], got[name]
         if w != g:
             # Who (or in which order) is the urgency rule; how many is the phase rule.
             same = len(w) == len(g) if name == "preempted" else sorted(w) == sorted(g)
-            which = order_rule if same else rule
+            which = order_rule if same else phase_rule
             return f"{name} list — {which}; {URGENCY}: " + _order_detail(w, g)
     if want["prefill"] != got["prefill"]:
         w, g = want["prefill"], got["prefill"]

@@ -103,7 +103,7 @@ def multi_victim_case(block_size: int, num_victims: int, finisher_least_urgent: 
     `finisher_least_urgent`, f is the first victim and leaves `finished`.
     """
     b, k = block_size, num_victims
-    ops = [("add", "f", b, 2, k + 2 if finisher_least_urgent else 0, 0.0)]
+    ops: list[tuple] = [("add", "f", b, 2, k + 2 if finisher_least_urgent else 0, 0.0)]
     ops += [("add", f"v{i}", b, 9, 1 + i, 0.0) for i in range(1, k + 1)]
     ops += [("step", 1), ("add", "u", urgent_prompt_len, 1, 0 if finisher_least_urgent else 1),
             ("step", 3)]

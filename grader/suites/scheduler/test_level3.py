@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import example, given, settings, strategies as st
 
 from grader.protocol import PropertyFailure, expect, kata_test, run_in_one_process
-from grader.suites.scheduler.lockstep import call, compare_script, error_of, run_lockstep, view
+from grader.suites.scheduler.lockstep import compare_script, error_of, run_lockstep, view
 from grader.suites.scheduler.strategies import config, config_text, fit, request_text, scenarios
 from grader.suites.scheduler.threads import concurrent_trial
 from grader.suites.scheduler.trace import abort, drive, expect_admitted_next_step
@@ -171,7 +171,7 @@ def _aging_ladder(aging_steps: int, gap: int, late: bool) -> tuple[dict, list[tu
     """One seat; `low` (priority gap) waits while a priority-0 request arrives every step.
     With `late`, low's arrival_time is the largest and the newcomers' the smallest: only
     an effective priority below 0 puts low first."""
-    ops = [("add", "low", 1, 1, gap, 5.0 if late else 0.0)]
+    ops: list[tuple] = [("add", "low", 1, 1, gap, 5.0 if late else 0.0)]
     for i in range(8):
         ops += [("add", f"n{i}", 1, 1, 0, 0.5 * i if late else float(i + 1)), ("step", 1)]
     return config(2, 1, aging=aging_steps), ops + [("drain",)]

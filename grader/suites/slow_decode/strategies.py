@@ -23,13 +23,13 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-# The judge's tensors are tiny: one thread computes them fastest, and spares the CPU time
-# that idle OpenMP workers spin away on a busy machine.
-torch.set_num_threads(1)
-
 import reference.slow_decode as reference_decode  # also registers slow_decode_model outside the grader
 from grader.protocol import PropertyFailure, call, expect
 from slow_decode_model import TinyLM
+
+# The judge's tensors are tiny: one thread computes them fastest, and spares the CPU time
+# that idle OpenMP workers spin away on a busy machine.
+torch.set_num_threads(1)
 
 MIN_MARGIN = 1e-6
 VOCAB = 64
@@ -54,7 +54,7 @@ def fresh_model(seed: int, num_heads: int = 4, **shape: int) -> TinyLM:
               "max_seq_len": MAX_SEQ_LEN, **shape}
     model = TinyLM(**config, seed=seed)
     # How a failure's snippet rebuilds it (grader/engine/transcript.py): the same weights.
-    model._kata_rebuild = (f"{TinyLM.__module__}.TinyLM("
+    model._kata_rebuild = (f"{TinyLM.__module__}.TinyLM("  # type: ignore[assignment]  # a str, not a tensor
                            + "".join(f"{k}={v}, " for k, v in config.items()) + f"seed={seed})")
     return model
 
