@@ -20,6 +20,7 @@ from torch import nn
 
 from reference import dpo, flash_attn, lora, mha, ppo, rope, sampling
 from reference import quant
+from reference import train_memory
 
 
 def _inputs(device: str) -> Callable[..., torch.Tensor]:
@@ -79,6 +80,28 @@ def _beam_search(device: str) -> Any:
     return sampling.beam_search(step_fn, [1], num_beams=2, max_new_tokens=3, eos_token_id=0)
 
 
+def _train_memory_batch(device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    ids = torch.tensor([[1, 5, 9, 2], [3, 3, 8, 0], [4, 6, 0, 0]], device=device)
+    labels = torch.tensor([[5, 9, 2, -100], [3, 8, -100, -100], [6, -100, -100, -100]], device=device)
+    return ids, labels
+
+
+def _train_memory_logits(device: str) -> Any:
+    """The checkpointed forward and its backward (the fine-tune without its .item() reads)."""
+    model = train_memory.TinyLM(seed=0).to(device)
+    ids, _ = _train_memory_batch(device)
+    logits = train_memory._logits(model, ids, checkpoint=True)
+    logits.sum().backward()
+    return [logits, *(p.grad for p in model.parameters())]
+
+
+def _train_memory_finetune(device: str) -> Any:
+    model = train_memory.TinyLM(seed=0).to(device)
+    losses = train_memory.finetune(model, [_train_memory_batch(device)], lr=1e-2, steps=2,
+                                   micro_batch_size=2, checkpoint=True)
+    return [torch.tensor(losses, dtype=torch.float64, device=device), *model.parameters()]
+
+
 # Calls that run on any device, meta included: name -> call(device).
 ANY_DEVICE: dict[str, Callable[[str], Any]] = {
     "mha.attention": lambda d: mha.attention(*(_inputs(d)(1, 2, 3, 4) for _ in range(3))),
@@ -110,6 +133,7 @@ ANY_DEVICE: dict[str, Callable[[str], Any]] = {
     "dpo.dpo_loss": lambda d: dpo.dpo_loss(*(_inputs(d)(2) for _ in range(4))),
     "sampling.top_k_top_p_filter": lambda d: sampling.top_k_top_p_filter(_inputs(d)(2, 5),
                                                                          top_k=2, top_p=0.9),
+    "train_memory checkpointed forward and backward": _train_memory_logits,
 }
 
 # Calls that read values of their inputs: a real device only.
@@ -127,6 +151,7 @@ REAL_DEVICE: dict[str, Callable[[str], Any]] = {
         _inputs(d)(2, 3, 5), torch.tensor([[1, 4, -100], [0, 2, 3]], device=d), _mask(d)),
     "flash_attn.flash_decode": _flash_decode,
     "sampling.beam_search": _beam_search,
+    "train_memory.finetune": _train_memory_finetune,
 }
 
 

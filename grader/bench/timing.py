@@ -15,7 +15,7 @@ import torch
 from grader.engine.loading import import_from_path
 from grader.errors import KataError
 
-BENCH_SLUGS = ("mha", "flash-attn", "rope", "lora", "paged-kv", "scheduler", "sampling", "ppo", "quant")
+BENCH_SLUGS = ("mha", "flash-attn", "rope", "lora", "paged-kv", "scheduler", "sampling", "ppo", "quant", "train-memory")
 NEEDS_CUDA = "needs cuda (the Triton interpreter on CPU checks correctness, it does not measure speed)"
 _MIN_TIMING_S = {False: 0.02, True: 0.0}  # quick: one call per timing
 

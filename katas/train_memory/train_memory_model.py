@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch._dynamo  # (torch.optim's first optimizer imports it, ~1.5 s: pay that here, at import)
 from torch import nn
 from torch.nn import functional as F
 

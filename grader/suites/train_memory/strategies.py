@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 torch.set_num_threads(1)
 
 import reference.train_memory as reference  # noqa: E402  (also registers train_memory_model outside the grader)
-from grader.protocol import PropertyFailure, call, expect, show  # noqa: E402
-from train_memory_model import IGNORE_INDEX, TinyLM, finetune_leaky  # noqa: E402
+from grader.protocol import PropertyFailure, call, expect, show  # noqa: E402  (after set_num_threads)
+from train_memory_model import IGNORE_INDEX, TinyLM, finetune_leaky  # noqa: E402  (registered by the reference)
 
 VOCAB = 32
 D_MODEL = 16
