@@ -139,6 +139,10 @@ def test_zero_stages_shard_over_dp(solution):
             _check_ledger(solution, args, f"ZeRO stage {stage} over dp={dp}: stage 1 shards the optimizer "
                                           "state with the master weights, 2 the gradients too, 3 the "
                                           "weights too (each part rounded up); stage 0 shards nothing")
+    # the defaults: zero_stage=0 (nothing sharded, whatever dp), dp=1 (a stage alone shards nothing)
+    for args in ({"n_params": 1001, "n_trainable": 1001, "dp": 8}, {"n_params": 1001, "n_trainable": 1001,
+                                                                    "zero_stage": 3}):
+        _check_ledger(solution, args, "the defaults zero_stage=0 and dp=1")
 
 
 @kata_test(level=1, category="api contract", weight=2,
@@ -165,8 +169,10 @@ def test_finetune_matches_leaky(solution, work):
 def test_steps_cycle_through_batches(solution):
     work = {"model_seed": 5, "lr": 1e-2, "steps": 5,
             "batches": [{"seed": 1, "valid_counts": [3, 5], "T": 6, "prompt": 0},
-                        {"seed": 2, "valid_counts": [7, 1, 4], "T": 8, "prompt": 1}]}
-    check_against_leaky(solution, work, "step i trains on batches[i % len(batches)]")
+                        {"seed": 2, "valid_counts": [7, 1, 4], "T": 8, "prompt": 1},
+                        {"seed": 3, "valid_counts": [2, 1, 0, 2, 1], "T": 3, "prompt": 0}]}
+    check_against_leaky(solution, work, "step i trains on batches[i % len(batches)], whatever their shapes "
+                                        "(more sequences than tokens too)")
 
 
 @kata_test(level=1, category="api contract", weight=2,
