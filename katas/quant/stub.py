@@ -37,7 +37,7 @@ def quantize_int8(w: Tensor) -> tuple[Tensor, Tensor]:
 def dequantize_int8(q: Tensor, scale: Tensor) -> Tensor:
     """q (out, in) int8, scale (out,) float32 -> (out, in) float32, q * scale per row.
 
-    Raises ValueError: scale not (out,).
+    Raises ValueError: q not a 2-D int8 tensor; scale not (out,).
     """
     # TODO level 1
     raise NotImplementedError
@@ -48,7 +48,8 @@ def int8_linear(x: Tensor, q: Tensor, scale: Tensor, bias: Tensor | None = None)
 
     x: (..., in) float16 / bfloat16 / float32; q (out, in) int8; scale (out,) float32;
     bias (out,) or None. Computed in float32; returns (..., out) in x's dtype.
-    Raises ValueError: x's last dimension is not in; scale or bias not (out,).
+    Raises ValueError: q not a 2-D int8 tensor; x's last dimension is not in; scale or bias
+    not (out,).
     """
     # TODO level 1: check shapes; matmul in float32; add bias; cast to x.dtype.
     raise NotImplementedError
@@ -73,7 +74,7 @@ def dequantize_int4(packed: Tensor, scales: Tensor, zeros: Tensor, group_size: i
     -> (out, in) float32, (code - zero) * scale per group.
 
     Raises ValueError: group_size < 2, odd, or not dividing in = 2 * packed.shape[1];
-    scales or zeros not (out, G).
+    packed not a 2-D uint8 tensor; scales or zeros not (out, G).
     """
     # TODO level 2: unpack (low nibble first); subtract zero points; multiply by scales.
     raise NotImplementedError

@@ -100,6 +100,13 @@ def expect_tuple(got: Any, length: int, what: str, *, input: Any) -> None:
            input=readable(input), got=type(got).__name__ if not isinstance(got, (tuple, list)) else f"{len(got)} items")
 
 
+def unpack_codes(packed: torch.Tensor) -> torch.Tensor:
+    """(out, in // 2) uint8 -> (out, in) codes, column 2j from the low nibble: the statement's
+    layout, read here rather than by the reference's helper."""
+    low, high = packed & 0x0F, packed >> 4
+    return torch.stack((low, high), dim=-1).reshape(packed.shape[0], 2 * packed.shape[1])
+
+
 def near_tie(ratio: torch.Tensor) -> torch.Tensor:
     """Where ratio's fractional part is within TIE_SLACK of one half."""
     frac = ratio.double() - ratio.double().floor()

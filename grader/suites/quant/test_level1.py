@@ -27,7 +27,7 @@ RULES = {
     "(..., out)": "test_int8_linear_matches_reference",
     "int8_linear returns x's dtype": "test_int8_linear_returns_x_dtype",
     "inputs are not modified": "test_int8_inputs_not_modified",
-    "ValueError: w not 2-D; x, scale or bias that do not fit q (the next call is unaffected)":
+    "ValueError: w not 2-D; q not a 2-D int8 tensor; x, scale or bias that do not fit q (the next call is unaffected)":
         "test_int8_rejects_bad_shapes",
 }
 
@@ -43,7 +43,7 @@ SETTLED_BY = {
     "(..., out)": ("ask", "linear-precision"),
     "int8_linear returns x's dtype": ("ask", "linear-precision"),
     "inputs are not modified": "ask",
-    "ValueError: w not 2-D; x, scale or bias that do not fit q (the next call is unaffected)":
+    "ValueError: w not 2-D; q not a 2-D int8 tensor; x, scale or bias that do not fit q (the next call is unaffected)":
         ("ask", "int8-errors"),
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
@@ -254,6 +254,9 @@ def test_int8_rejects_bad_shapes(solution, reference):
     bad = {
         "quantize_int8 of a 1-D w (4,)": lambda: solution.quantize_int8(w[0].clone()),
         "quantize_int8 of a 3-D w (1, 3, 4)": lambda: solution.quantize_int8(w[None].clone()),
+        "dequantize_int8 with a 1-D q (4,) and scale (4,)": lambda: solution.dequantize_int8(q[0].clone(),
+                                                                                          torch.ones(4)),
+        "int8_linear with an int32 q (3, 4)": lambda: solution.int8_linear(x.clone(), q.to(torch.int32), scale.clone()),
         "dequantize_int8 with scale (2,) for q (3, 4)": lambda: solution.dequantize_int8(q.clone(), scale[:2].clone()),
         "int8_linear with x (2, 3) for q (3, 4)": lambda: solution.int8_linear(x[:, :3].clone(), q.clone(), scale.clone()),
         "int8_linear with x (2, 5) for q (3, 4)": lambda: solution.int8_linear(torch.ones(2, 5), q.clone(), scale.clone()),

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 
 from grader.protocol import expect, kata_test
 from grader.suites.quant.checks import (close, expect_codes, expect_scales, expect_tensor,
-                                        expect_tuple, expect_value_error, guarded, readable)
+                                        expect_tuple, expect_value_error, guarded, readable,
+                                        unpack_codes)
 from grader.suites.quant.strategies import HALVES, WEIGHT_DTYPES, grouped_weights, seeded_weight
 
 RULES = {
@@ -27,8 +28,8 @@ RULES = {
     "float16 and bfloat16 weights are quantized in float32": "test_int4_half_inputs_computed_in_float32",
     "group_size defaults to 128": "test_int4_default_group_size_is_128",
     "inputs are not modified": "test_int4_inputs_not_modified",
-    "ValueError: in not divisible by group_size, group_size < 2 or odd; scales or zeros that do not fit "
-    "(the next call is unaffected)": ("test_int4_rejects_bad_group_size", "test_dequantize_int4_rejects_bad_shapes"),
+    "ValueError: in not divisible by group_size, group_size < 2 or odd; packed not a 2-D uint8 tensor, "
+    "scales or zeros that do not fit (the next call is unaffected)": ("test_int4_rejects_bad_group_size", "test_dequantize_int4_rejects_bad_shapes"),
 }
 
 SETTLED_BY = {
@@ -44,8 +45,8 @@ SETTLED_BY = {
     "float16 and bfloat16 weights are quantized in float32": "half-inputs",
     "group_size defaults to 128": "ask",
     "inputs are not modified": "ask",
-    "ValueError: in not divisible by group_size, group_size < 2 or odd; scales or zeros that do not fit "
-    "(the next call is unaffected)": ("ask", "int4-errors"),
+    "ValueError: in not divisible by group_size, group_size < 2 or odd; packed not a 2-D uint8 tensor, "
+    "scales or zeros that do not fit (the next call is unaffected)": ("ask", "int4-errors"),
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
 # The default group size is a convention of the signature (AWQ's and GPTQ's usual 128).
@@ -96,7 +97,7 @@ def test_int4_codes_match_reference(solution, reference, case):
     w, group_size = case
     packed, _, _ = q4(solution, w, group_size)
     ref_packed, ref_scales, _ = reference.quantize_int4(w, group_size)
-    expect_codes(reference.unpack_int4(packed), reference.unpack_int4(ref_packed), ratios(w, ref_scales, group_size)[0],
+    expect_codes(unpack_codes(packed), unpack_codes(ref_packed), ratios(w, ref_scales, group_size)[0],
                  "q = clamp(round(w / scale) + zero, 0, 15), column 2j in the low nibble",
                  input={"w": w, "group_size": group_size})
 
@@ -229,7 +230,7 @@ def test_int4_half_inputs_computed_in_float32(solution, reference):
         what = f"{str(dtype)[6:]} w: "
         expect_scales(scales, ref_scales, what + "scales computed in float32", input=shown)
         expect_codes(zeros, ref_zeros, -min_ratio, what + "zero points computed in float32", input=shown)
-        expect_codes(reference.unpack_int4(packed), reference.unpack_int4(ref_packed), w_ratio,
+        expect_codes(unpack_codes(packed), unpack_codes(ref_packed), w_ratio,
                      what + "codes computed in float32", input=shown)
 
 
@@ -285,7 +286,7 @@ def test_int4_rejects_bad_group_size(solution, reference):
 
 
 @kata_test(level=2, category="api contract", weight=0.5,
-           description="dequantize_int4 with scales or zeros of the wrong shape raises ValueError")
+           description="dequantize_int4 with packed, scales or zeros that do not fit raises ValueError")
 def test_dequantize_int4_rejects_bad_shapes(solution, reference):
     packed, scales, zeros = reference.quantize_int4(seeded_weight(33, (2, 8)), 4)
     bad = {"scales (2, 1)": (scales[:, :1], zeros), "zeros (1, 2)": (scales, zeros[:1]),
@@ -294,3 +295,7 @@ def test_dequantize_int4_rejects_bad_shapes(solution, reference):
         expect_value_error(lambda: solution.dequantize_int4(packed.clone(), s.clone(), z.clone(), 4),
                            f"dequantize_int4 with {what} for packed (2, 4), group_size 4",
                            {"packed": packed, "scales": s, "zeros": z, "group_size": 4})
+    for what, bad_packed in {"an int32 packed (2, 4)": packed.to(torch.int32),
+                             "a 1-D packed (8,)": torch.zeros(8, dtype=torch.uint8)}.items():
+        expect_value_error(lambda: solution.dequantize_int4(bad_packed.clone(), scales.clone(), zeros.clone(), 4),
+                           f"dequantize_int4 with {what}", {"packed": bad_packed, "scales": scales, "zeros": zeros})

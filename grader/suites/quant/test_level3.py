@@ -35,6 +35,7 @@ RULES = {
     "ValueError: fp8_matmul of operands that are not 2-D float8_e4m3fn or whose inner dimensions differ":
         "test_fp8_matmul_rejects_bad_operands",
     "inputs are not modified": "test_fp8_inputs_not_modified",
+    "FP8Scaler() defaults to history_len 16 and margin 0": "test_fp8_scaler_defaults",
 }
 
 SETTLED_BY = {
@@ -55,11 +56,13 @@ SETTLED_BY = {
     "ValueError: fp8_matmul of operands that are not 2-D float8_e4m3fn or whose inner dimensions differ":
         "fp8-errors",
     "inputs are not modified": "ask",
+    "FP8Scaler() defaults to history_len 16 and margin 0": "ask",
 }
 # Rules that are details of the level: an edge an interviewer notes, not one you fail on.
 # A scaler's configuration checks and the output dtype of the GEMM are conventions of the API;
-# the recipe and the GEMM's arithmetic are the level's point.
-DETAILS = {"ValueError: history_len < 1 or margin < 0", "fp8_matmul returns out_dtype, bfloat16 by default"}
+# the recipe and the GEMM's arithmetic are the level's point. So are the constructor's defaults.
+DETAILS = {"ValueError: history_len < 1 or margin < 0", "fp8_matmul returns out_dtype, bfloat16 by default",
+           "FP8Scaler() defaults to history_len 16 and margin 0"}
 
 
 def make_scaler(solution, history_len: int = 16, margin: int = 0):
@@ -213,6 +216,21 @@ def test_fp8_rejects_non_finite(solution, reference):
                 close(scale, ref_scale, "after a rejected call, the scales are those of the calls that were "
                       "accepted (the rejected x's amax is not recorded)", input={"calls": list(calls)},
                       atol=0.0, rtol=1e-6)
+
+
+@kata_test(level=3, category="api contract", weight=0.5,
+           description="FP8Scaler() keeps 16 amaxes and uses margin 0")
+def test_fp8_scaler_defaults(solution, reference):
+    mine = guarded(solution.FP8Scaler, what="FP8Scaler", input="FP8Scaler()")
+    ref = reference.FP8Scaler()
+    calls: list = ["FP8Scaler()"]
+    for i, amax in enumerate([8.0] + [1.0] * 17):  # the 8.0 leaves a 16-long history at call 18
+        x = with_amax(80 + i, (2, 2), amax)
+        calls.append((amax, "float32"))
+        _, scale = quantize(mine, x, calls)
+        _, ref_scale = ref.quantize(x)
+        close(scale, ref_scale, "FP8Scaler() defaults: history_len 16, margin 0", input={"calls": list(calls)},
+              atol=0.0, rtol=1e-6)
 
 
 @kata_test(level=3, category="api contract", weight=0.5,
