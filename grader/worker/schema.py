@@ -36,9 +36,10 @@ length of a tag says nothing: its row says the direction and the fields. The lay
 every tagged tuple is checked in one place (``check``, and ``Endpoint.decode``), before a
 handler reads a field.
 
-As execnet's ``opcode`` table and ``Message._types``: to add a value, add a ``Layout`` row
-here, its encoder and decoder beside the others (``bridge.py``), and its rendering in the
-value table (``values.py``); ``tests/test_wire_schema.py`` round-trips every row.
+As execnet's ``opcode`` table and ``Message._types``: to add a value type, add its tag and
+``Layout`` row here and its row to the value table (``values.py``: how it is recognised,
+encoded, decoded, shown and rebuilt in a snippet); ``tests/test_wire_schema.py`` round-trips
+every tag and ``tests/test_value_table.py`` every row (README, "Adding a value type").
 """
 
 from __future__ import annotations
@@ -155,7 +156,7 @@ VALUES = _rows(
     Layout("slice", Tag.SLICE, BOTH, ("start", "stop", "step"), "a slice"),
     Layout("ellipsis", Tag.ELLIPSIS, BOTH, (), "..."),
     Layout("bytearray", Tag.BYTEARRAY, BOTH, ("data",), "a bytearray, as bytes"),
-    Layout("dtype", Tag.DTYPE, BOTH, ("name",), "a torch.dtype, by name (codec.TENSOR_DTYPES)"),
+    Layout("dtype", Tag.DTYPE, BOTH, ("name",), "a torch.dtype, by name (values.TENSOR_DTYPES)"),
     Layout("device", Tag.DEVICE, BOTH, ("name",), "a torch.device"),
     Layout("size", Tag.SIZE, BOTH, ("dims",), "a torch.Size, [int]"),
     Layout("ndarray", Tag.NDARRAY, BOTH, ("dtype", "shape", "data"), "a numpy array of numbers"),

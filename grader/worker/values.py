@@ -14,8 +14,9 @@ type never imports torch or numpy. Its users:
   value exactly (``tests/test_value_table.py`` evaluates it for every row).
 
 Renderers take the value and ``sub``, which renders a nested value the same way (a
-literal's ``sub`` also carries the snippet's ``imports`` and ``setup``: see ``Literal``).
-Adding a value type: its tag in ``schema.VALUES``, its row here, a sample in the tests.
+literal's ``sub`` also carries the snippet's ``imports`` and ``setup``: ``LiteralContext``).
+Adding a value type: its tag in ``schema.VALUES``, its row here, its samples in the tests
+(README, "Adding a value type").
 
 Standard library only: this module ships to the worker.
 """
@@ -39,7 +40,7 @@ MAX_PACKED_BYTES = 24_000  # a larger tensor is rebuilt exactly from base64 up t
 MAX_SHOWN_ELEMENTS = 64  # a scorecard shows this many items of a sequence or tensor
 
 
-class Literal(Protocol):
+class LiteralContext(Protocol):
     """What a literal renderer is given to render nested values (snippet.py's names)."""
 
     imports: set[str]  # modules the rendered source needs besides torch
