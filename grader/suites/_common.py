@@ -79,7 +79,8 @@ def check_close(got: Any, expected: torch.Tensor, prop: str, *, input: Any = Non
              f"(atol={atol:g}, rtol={rtol:g})")
 
 
-# Measurements (ops, FLOPs, syncs, storages, time, growth rates) live in the torch-free
+# Measurements (ops, FLOPs, syncs, storages, peak bytes, time, growth rates) live in the torch-free
 # grader.suites._measure; re-exported here for the suites that already import torch.
 from grader.suites._measure import (best_time_s, count_flops, count_ops, count_syncs,  # noqa: E402,F401 - re-exported, see above
-                                    exec_time_s, growth_exponent, median_time_s, new_storages)
+                                    exec_time_s, growth_exponent, median_time_s, new_storages,
+                                    peak_bytes)
