@@ -4,7 +4,7 @@ and is rebuilt exactly by the source a snippet prints for it."""
 
 from __future__ import annotations
 
-import base64
+import importlib
 import subprocess
 import sys
 
@@ -56,8 +56,8 @@ def rebuilt(value):
     """What the snippet's source for `value` evaluates to (its setup lines run first)."""
     names = _Names("solution")
     source = literal(value, names)
-    namespace = {"torch": torch, "numpy": numpy, "base64": base64}
-    assert names.imports <= {"base64", "numpy"}, names.imports
+    # What the snippet imports: torch, and the modules its literals asked for.
+    namespace = {"torch": torch, **{name: importlib.import_module(name) for name in names.imports}}
     exec("\n".join(names.setup), namespace)  # the snippet's own source, as a candidate runs it
     return eval(source, namespace)
 
