@@ -22,7 +22,7 @@ def quantize_int8(w: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def dequantize_int8(q: Tensor, scale: Tensor) -> Tensor:
-    if len(q.shape) != 2 or list(scale.shape) != [q.shape[0]]:
+    if len(q.shape) != 2 or q.dtype != torch.int8 or list(scale.shape) != [q.shape[0]]:
         raise ValueError("shape mismatch")
     return q.float() * scale.float().view(-1, 1)
 
@@ -65,6 +65,8 @@ def quantize_int4(w: Tensor, group_size: int = 128) -> tuple[Tensor, Tensor, Ten
 
 
 def dequantize_int4(packed: Tensor, scales: Tensor, zeros: Tensor, group_size: int = 128) -> Tensor:
+    if len(packed.shape) != 2 or packed.dtype != torch.uint8:
+        raise ValueError("packed must be 2-D uint8")
     out_features, num_in = packed.shape[0], packed.shape[1] * 2
     _validate(num_in, group_size)
     if list(scales.shape) != [out_features, num_in // group_size] or list(zeros.shape) != list(scales.shape):

@@ -21,7 +21,7 @@ def quantize_int8(w: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def dequantize_int8(q: Tensor, scale: Tensor) -> Tensor:
-    if q.ndim != 2 or scale.ndim != 1 or scale.shape[0] != q.shape[0]:
+    if q.ndim != 2 or q.dtype != torch.int8 or scale.ndim != 1 or scale.shape[0] != q.shape[0]:
         raise ValueError("scale must have one entry per row of q")
     return torch.einsum("oi,o->oi", q.float(), scale.float())
 
@@ -61,6 +61,8 @@ def quantize_int4(w: Tensor, group_size: int = 128) -> tuple[Tensor, Tensor, Ten
 
 
 def dequantize_int4(packed: Tensor, scales: Tensor, zeros: Tensor, group_size: int = 128) -> Tensor:
+    if packed.ndim != 2 or packed.dtype != torch.uint8:
+        raise ValueError("packed must be 2-D uint8")
     out_features, num_in = packed.shape[0], 2 * packed.shape[1]
     _check_group(group_size, num_in)
     if tuple(scales.shape) != (out_features, num_in // group_size) or tuple(zeros.shape) != tuple(scales.shape):

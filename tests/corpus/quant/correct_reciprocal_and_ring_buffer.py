@@ -20,8 +20,8 @@ def quantize_int8(w: Tensor) -> tuple[Tensor, Tensor]:
 
 
 def _check(q: Tensor, scale: Tensor) -> None:
-    if q.dim() != 2 or scale.shape != (q.shape[0],):
-        raise ValueError("q must be (out, in) and scale (out,)")
+    if q.dim() != 2 or q.dtype != torch.int8 or scale.shape != (q.shape[0],):
+        raise ValueError("q must be (out, in) int8 and scale (out,)")
 
 
 def dequantize_int8(q: Tensor, scale: Tensor) -> Tensor:
@@ -63,6 +63,8 @@ def quantize_int4(w: Tensor, group_size: int = 128) -> tuple[Tensor, Tensor, Ten
 
 
 def dequantize_int4(packed: Tensor, scales: Tensor, zeros: Tensor, group_size: int = 128) -> Tensor:
+    if packed.dim() != 2 or packed.dtype != torch.uint8:
+        raise ValueError("packed must be (out, in // 2) uint8")
     rows, cols = packed.shape[0], packed.shape[1] * 2
     _group_size_ok(group_size, cols)
     if scales.shape != (rows, cols // group_size) or zeros.shape != scales.shape:
