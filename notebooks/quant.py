@@ -89,8 +89,8 @@ for group_size in (16, 32, 64, 128, 256, 1024):
 
 fig, ax = plt.subplots(figsize=(5.5, 3.5))
 ax.plot([r[2] for r in rows], [r[1] for r in rows], "o-")
-for g, e, b in rows:
-    ax.annotate(str(g), (b, e), textcoords="offset points", xytext=(4, 4))
+for size, error, nbytes in rows:
+    ax.annotate(str(size), (nbytes, error), textcoords="offset points", xytext=(4, 4))
 ax.set_xlabel("bytes per weight")
 ax.set_ylabel("relative RMS error")
 ax.set_title("INT4, by group size")
@@ -152,7 +152,7 @@ plt.show()
 print("saturated fraction at steps 19..22:", [round(v, 4) for v in saturated[19:23]])
 
 a_full, b_full = torch.randn(64, 128, generator=gen), torch.randn(128, 32, generator=gen) * 0.05
-(a, sa), (b, sb) = FP8Scaler().quantize(a_full), FP8Scaler().quantize(b_full)
+(a_fp8, sa), (b_fp8, sb) = FP8Scaler().quantize(a_full), FP8Scaler().quantize(b_full)
 exact = a_full @ b_full
 print("fp8_matmul (E4M3 operands, float32 accumulation) relative error vs the float32 product:",
-      f"{((fp8_matmul(a, sa, b, sb, torch.float32) - exact).norm() / exact.norm()):.2e}")
+      f"{((fp8_matmul(a_fp8, sa, b_fp8, sb, torch.float32) - exact).norm() / exact.norm()):.2e}")

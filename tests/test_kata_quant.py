@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -30,8 +31,9 @@ def test_correct_alternative_scores_full(name, seed):
     assert_scores_full(SLUG, name, seed)
 
 
-def _load(name: str):
+def _load(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"quant_corpus_{name[:-3]}", corpus_file(SLUG, name))
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -40,7 +42,7 @@ def _load(name: str):
 # ---------------------------------------------------------------------------- outside oracles
 
 
-def _quantize_per_channel(w: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+def _quantize_per_channel(w: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """torch's own per-channel INT8 quantizer with the reference's scales and zero points 0."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the quantized dtypes are deprecated, still present
