@@ -189,6 +189,48 @@ def _quant_cases(impls, device: str, quick: bool) -> list[Case]:
     return cases
 
 
+# ----------------------------------------------------------------------------- tensor-lib
+
+
+def _tensor_lib_cases(impls, device: str, quick: bool) -> list[Case]:
+    """A pure-Python library: a small MLP-shaped forward and backward (matmul, broadcast add,
+    exp, sum) and a chain of views read back with tolist; torch float64 on the CPU beside them
+    (the device does not apply: the library has none)."""
+    n = 8 if quick else 32
+    rng = random.Random(0)
+    x_data = [[rng.uniform(-1, 1) for _ in range(n)] for _ in range(n)]
+    w_data = [[rng.uniform(-1, 1) / n for _ in range(n)] for _ in range(n)]
+    b_data = [rng.uniform(-1, 1) for _ in range(n)]
+    train = f"matmul + broadcast add + exp + sum, forward and backward, {n}x{n} float64"
+    work = {"tflops": 2.0 * 3 * n * n * n}  # the forward matmul and its two gradients
+
+    def make_train(module):
+        def run():
+            x = module.Tensor(x_data)
+            w, b = module.Tensor(w_data, requires_grad=True), module.Tensor(b_data, requires_grad=True)
+            x.matmul(w).add(b).exp().sum().backward()
+            return w.grad
+        return run
+    cases = _impl_cases(train, impls, make_train, work)
+
+    def torch_train():
+        with torch.enable_grad():  # the bench times under no_grad
+            x = torch.tensor(x_data, dtype=torch.float64)
+            w = torch.tensor(w_data, dtype=torch.float64, requires_grad=True)
+            b = torch.tensor(b_data, dtype=torch.float64, requires_grad=True)
+            x.matmul(w).add(b).exp().sum().backward()
+            return w.grad
+    cases.append(Case(train, "torch builtin", torch_train, work, variant="torch float64, CPU"))
+
+    views = f"transpose, slice, reshape (a copy), tolist of a {n}x{n} tensor"
+
+    def make_views(module):
+        t = module.Tensor(x_data)
+        return lambda: t.transpose(0, 1)[1:, ::2].reshape(-1).tolist()
+    cases += _impl_cases(views, impls, make_views, {"gbps": 8.0 * n * n})
+    return cases
+
+
 # ----------------------------------------------------------------------------- traces
 
 
@@ -395,4 +437,5 @@ _CASES: dict[str, list[Callable[..., list[Case]]]] = {
     "sampling": [_sampling_cases],
     "ppo": [_ppo_cases],
     "train-memory": [_train_memory_cases],
+    "tensor-lib": [_tensor_lib_cases],
 }
