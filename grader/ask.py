@@ -41,11 +41,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-from rank_bm25 import BM25Okapi
+from typing import TYPE_CHECKING
 
 from grader.statement import Clarification
 from grader.text_match import tokens
+
+if TYPE_CHECKING:  # rank_bm25 imports numpy: only `kata ask` pays for it, when it matches
+    from rank_bm25 import BM25Okapi
 
 QUESTION_REPEATS, ANSWER_REPEATS, KEY_REPEATS = 2, 1, 3
 THRESHOLD = 0.24
@@ -117,6 +119,8 @@ class Matcher:
         self.clarifications = tuple(clarifications)
         self._bm25: BM25Okapi | None = None
         if self.clarifications:
+            from rank_bm25 import BM25Okapi
+
             self._bm25 = BM25Okapi([document(c) for c in self.clarifications])
             for word, idf in self._bm25.idf.items():
                 self._bm25.idf[word] = max(idf, _IDF_FLOOR)

@@ -23,13 +23,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from grader import clock
 from grader.catalog import Kata
-from grader.engine.suite_listing import Rule, level_rules
 from grader.statement import Clarification, Statement
 from grader.store import Store
+
+if TYPE_CHECKING:  # the CLI imports this module at start, and the engine only when it grades
+    from grader.engine.suite_listing import Rule
 
 NUDGE = "nudge"  # the event's kind
 HOLD_TO_THIS = "does your code hold to this?"  # a rule the Ask states: its description follows
@@ -95,6 +97,8 @@ def rules_path(kata: Kata, level: int) -> Path:
 
 def kata_rules(kata: Kata) -> dict[int, list[Rule] | None]:
     """level -> its rules (None where the source cannot say)."""
+    from grader.engine.suite_listing import level_rules
+
     return {lv.level: level_rules(rules_path(kata, lv.level)) for lv in kata.levels}
 
 

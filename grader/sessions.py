@@ -24,7 +24,7 @@ from typing import Any
 
 from grader import clock
 from grader.catalog import Catalog, Kata
-from grader.engine.report import LevelScore, interview_signal
+from grader.interview_signal import LevelScore, interview_signal
 from grader.store import Session, SessionLevel, Store
 
 WARN_BEFORE_DEADLINE_S = 5 * 60  # `kata status` warns when this little time is left
@@ -92,7 +92,7 @@ def current_level(clocks: list[LevelClock]) -> LevelClock | None:
 def session_signal(clocks: list[LevelClock], deadline: float,
                    details_missed: dict[int, list[str]] | None = None) -> str:
     """The interview signal from the pass times: levels count in order, and only when passed
-    before the deadline (the rule of grader.engine.report.interview_signal); `details_missed`
+    before the deadline (the rule of grader.interview_signal); `details_missed`
     (session_details_missed) adds the details the counted levels missed."""
     missed = details_missed or {}
     in_time = [LevelScore(c.level, "", c.passed_at is not None and c.passed_at <= deadline, 0, 0, 0,

@@ -1,47 +1,56 @@
 """The `kata` Typer app: the root only wires the commands, each under its mock policy
-(grader/mock.py's COMMAND_POLICY) and the one error path (output.handle_errors)."""
+(grader/mock.py's COMMAND_POLICY) and the one error path (output.handle_errors).
+
+Commands are deferred entries, (module, function), as hypothesis's pretty-printer keys its
+deferred types: `kata list` imports grader.cli.commands.list_cmd and no other command's
+module (about 0.15 s of CPU less at every start), so a command that grades nothing starts
+without the engine, torch or pytest (tests/test_cli_startup.py). `kata --help`, `kata` alone
+and a mistyped command build the whole app, as does the module's `app` (what tests drive).
+"""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
+import sys
 from typing import Annotated, Any, Callable
 
 import typer
 from rich.markup import escape
 
 from grader.cli import output
-from grader.cli.commands import (ask, bench, check, grade, hint, history, homework, homework_assign, homework_review,
-                                 init_cmd, list_cmd, mock, notebook, progress, repro, reset, reveal, show, start, status,
-                                 stop, watch)
 from grader.cli.common import catalog
 from grader.mock import DuringMock, command_policy, refuse_during_mock
 from grader.sessions import running_mock
 from grader.store import Store
 
-app = typer.Typer(
-    name="kata",
-    help="Timed interview katas for ML and LLM-systems engineers, graded by hidden property-based suites.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
+APP_HELP = "Timed interview katas for ML and LLM-systems engineers, graded by hidden property-based suites."
 
 # Every command as typed after `kata`, in the order `kata --help` lists them ("homework new"
-# is `new` of the homework group). Each is wired by `wired`: nothing else registers a command.
-COMMANDS: dict[str, Callable[..., Any]] = {
-    "init": init_cmd.init, "list": list_cmd.list_katas, "show": show.show, "start": start.start,
-    "mock": mock.mock, "status": status.status, "check": check.check, "watch": watch.watch,
-    "grade": grade.grade, "repro": repro.repro, "hint": hint.hint, "ask": ask.ask, "stop": stop.stop,
-    "reveal": reveal.reveal, "reset": reset.reset, "history": history.history, "progress": progress.progress,
-    "notebook": notebook.notebook, "bench": bench.bench,
-    "homework new": homework_assign.new, "homework invite": homework_assign.invite,
-    "homework start": homework.start, "homework status": homework.status, "homework submit": homework.submit,
-    "homework review": homework_review.review, "homework grade-one": homework_review.grade_one,
-    "homework assemble": homework_review.assemble,
+# is `new` of the homework group): the module under grader.cli.commands and its function.
+# Each is wired by `wired`: nothing else registers a command.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("init_cmd", "init"), "list": ("list_cmd", "list_katas"), "show": ("show", "show"),
+    "start": ("start", "start"), "mock": ("mock", "mock"), "status": ("status", "status"),
+    "check": ("check", "check"), "watch": ("watch", "watch"), "grade": ("grade", "grade"),
+    "repro": ("repro", "repro"), "hint": ("hint", "hint"), "ask": ("ask", "ask"), "stop": ("stop", "stop"),
+    "reveal": ("reveal", "reveal"), "reset": ("reset", "reset"), "history": ("history", "history"),
+    "progress": ("progress", "progress"), "notebook": ("notebook", "notebook"), "bench": ("bench", "bench"),
+    "homework new": ("homework_assign", "new"), "homework invite": ("homework_assign", "invite"),
+    "homework start": ("homework", "start"), "homework status": ("homework", "status"),
+    "homework submit": ("homework", "submit"), "homework review": ("homework_review", "review"),
+    "homework grade-one": ("homework_review", "grade_one"), "homework assemble": ("homework_review", "assemble"),
 }
-GROUPS = {"homework": homework.homework_app}
+# A group's help, shown by `kata --help` beside its name.
+GROUPS = {"homework": "Coach homework: new, invite, start, status, submit, review (grade-one and assemble for "
+                      "a cluster)."}
+
+
+def command_function(command: str) -> Callable[..., Any]:
+    """The function `kata <command>` runs, its module imported now."""
+    module, function = COMMANDS[command]
+    return getattr(importlib.import_module(f"grader.cli.commands.{module}"), function)
 
 
 def wired(command: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -73,29 +82,56 @@ def _refused_during_mock(fn: Callable[..., Any], what: str) -> Callable[..., Any
     return guarded
 
 
-@app.callback()
 def root(debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False) -> None:
     output.set_debug(debug)
 
 
-for name, command in COMMANDS.items():
-    group, _, sub = name.rpartition(" ")
-    (GROUPS[group] if group else app).command(sub)(wired(name, command))
-for name, group_app in GROUPS.items():
-    app.add_typer(group_app, name=name)
+def build_app(commands: list[str] | None = None) -> typer.Typer:
+    """The app with `commands` (None: every command), each wired."""
+    built = typer.Typer(name="kata", help=APP_HELP, no_args_is_help=True, add_completion=False,
+                        pretty_exceptions_enable=False, rich_markup_mode="rich")
+    built.callback()(root)
+    groups: dict[str, typer.Typer] = {}
+    for name in COMMANDS if commands is None else commands:
+        group, _, sub = name.rpartition(" ")
+        if group and group not in groups:
+            groups[group] = typer.Typer(help=GROUPS[group], no_args_is_help=True)
+        (groups[group] if group else built).command(sub)(wired(name, command_function(name)))
+    for name, group_app in groups.items():
+        built.add_typer(group_app, name=name)
+    return built
+
+
+def commands_for(argv: list[str]) -> list[str] | None:
+    """The commands an invocation needs wired: the one it names (a group's: all of the
+    group's), or None (every command) for `--help`, no command, or a name kata lacks, whose
+    answers list them all."""
+    words = [arg for arg in argv if not arg.startswith("-")]
+    if not words or "--help" in argv[: argv.index(words[0])]:
+        return None
+    named = [c for c in COMMANDS if c == words[0] or c.startswith(words[0] + " ")]
+    return named or None
+
+
+def __getattr__(name: str) -> Any:
+    """`app`: every command wired, built on first use (what tests drive with CliRunner)."""
+    if name == "app":
+        globals()["app"] = full = build_app()
+        return full
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
     """Run the app; a usage error (an unknown option or command, a missing argument) is
     printed like every other error of kata: what is wrong, and a `next:` line."""
-    import sys
-
     try:  # Typer vendors click; older Typers use click itself
         from typer._click import exceptions as click_exc
     except ImportError:  # pragma: no cover - depends on the Typer installed
         from click import exceptions as click_exc  # type: ignore[no-redef]
     try:
-        code = app(standalone_mode=False, prog_name="kata")
+        # The whole app when this process built it already (`app`), else the command's own.
+        runs = globals().get("app") or build_app(commands_for(sys.argv[1:]))
+        code = runs(standalone_mode=False, prog_name="kata")
     except click_exc.UsageError as exc:
         if not exc.format_message().strip():  # `kata` alone: the help was the answer
             sys.exit(output.EXIT_USAGE)

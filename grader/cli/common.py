@@ -10,7 +10,6 @@ import typer
 
 from grader.catalog import Catalog, Kata, load_catalog
 from grader.errors import KataError
-from grader.grading import read_solution
 from grader.store import Session, Store
 
 SlugArg = Annotated[str, typer.Argument(help="The kata's slug, e.g. paged-kv (see `kata list`).",
@@ -61,6 +60,8 @@ def json_modes(as_json: bool, json_stream: bool) -> None:
 def kata_for_file(path: Path, cat: Catalog) -> Kata:
     """Infer the kata from a file name (paged_kv.py -> paged-kv)."""
     if not path.is_file():
+        from grader.grading import read_solution  # the engine, only when the file is not there
+
         read_solution(path)  # says what is wrong: missing, a folder, ...
     kata = cat.by_module(path.stem)
     if kata is None:

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from grader.catalog import Catalog
-from grader.engine import zygote
 from grader.errors import KataError
 from grader.homework.bundle import BundleError
 from grader.homework.spec import Homework
@@ -54,6 +53,8 @@ def review(bundles: list[Path], homework: Homework, catalog: Catalog, *, seed: i
     results: dict[int, dict[str, Any]] = {i: p[1] for i, p in enumerate(plan) if len(p) == 2}
     # Every judge of the review forked from one process that has imported torch, hypothesis
     # and pytest once (about 1.5 s of CPU less per grading): grader/engine/zygote.py.
+    from grader.engine import zygote  # here, not at the top: the CLI imports this module at start
+
     with zygote.many_gradings(), \
             ThreadPoolExecutor(max_workers=max(1, jobs or default_jobs()), thread_name_prefix="kata-unit") as pool:
         futures = {pool.submit(grade_unit, homework, catalog, p[1], p[2], seed,

@@ -17,12 +17,12 @@ import time
 from typing import Any
 
 from grader.catalog import Catalog
-from grader.engine.report import LevelScore, interview_signal
 from grader.errors import KataError
 from grader.homework.row import RosterRow
 from grader.homework.selfreport import duration, self_reported_into
 from grader.homework.similarity import RESEMBLES_THRESHOLD
 from grader.homework.spec import Homework
+from grader.interview_signal import LevelScore, interview_signal
 from grader.textsafe import clean
 
 MAX_MESSAGE_CHARS = 500

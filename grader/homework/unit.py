@@ -29,14 +29,10 @@ import tempfile
 import threading
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from grader.catalog import Catalog, Kata
-from grader.engine import sandbox
-from grader.engine.limits import Limits
-from grader.engine.report import Scorecard
 from grader.errors import KataError
-from grader.grading import grade
 from grader.homework.bundle import BundleError, OpenedBundle, open_bundle
 from grader.homework.invites import invitation_problem
 from grader.homework.manifest import Claim, KataEntry
@@ -45,6 +41,9 @@ from grader.homework.normalise import api_of
 from grader.homework.similarity import measure
 from grader.homework.spec import Homework, PrivateSuite
 
+if TYPE_CHECKING:  # the engine is imported where a unit is graded: the CLI imports this module at start
+    from grader.engine.report import Scorecard
+
 UNIT_FORMAT = 1
 # What a re-graded solution may use (the worker's limits; the sandbox adds its own).
 REVIEW_CPU_SECONDS = 300
@@ -52,11 +51,13 @@ REVIEW_MEMORY_BYTES = 8 * 1024**3  # address space: torch alone maps ~2 GiB
 REVIEW_TEST_TIMEOUT_S = 30.0
 REVIEW_TOTAL_TIMEOUT_S = 300.0
 
-GradeFn = Callable[[Kata, Path, int, "Path | None"], Scorecard]
+GradeFn = Callable[[Kata, Path, int, "Path | None"], "Scorecard"]
 
 
 def why_uncontained() -> str | None:
     """Why a candidate's code would run outside the sandbox here, or None."""
+    from grader.engine import sandbox
+
     if sandbox.mode() == "none":
         return f"{sandbox.ENV_SANDBOX}=none is set"
     return sandbox.bwrap_available()
@@ -263,6 +264,9 @@ class _Grader:
         if suite is not None:
             suite_path = work / (Path(suite.name).stem.replace("-", "_") + ".py")
             suite_path.write_text(suite.source, encoding="utf-8")
+        from grader.engine.limits import Limits
+        from grader.grading import grade
+
         limits = Limits(cpu_seconds=REVIEW_CPU_SECONDS, memory_bytes=REVIEW_MEMORY_BYTES)
         return grade(self.kata, self.solution, seed=seed, suite=suite_path, limits=limits,
                      test_timeout_s=REVIEW_TEST_TIMEOUT_S, total_timeout_s=REVIEW_TOTAL_TIMEOUT_S,

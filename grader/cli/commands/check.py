@@ -4,7 +4,7 @@ only the revealed levels' examples). Which levels passed is remembered for `kata
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.padding import Padding
@@ -15,11 +15,13 @@ from grader.cli import last_run, output
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
 from grader.cli.scorecard import detail_lines, printed_output, unimplemented_levels, unimplemented_lines
-from grader.engine.precheck import missing_names_notes
-from grader.grading import check as run_examples
 from grader.sessions import expire_if_due, revealed_levels
 from grader.store import Store
 from grader.workspace import solution_path
+
+if TYPE_CHECKING:
+    from grader.catalog import Kata
+    from grader.engine.report import Scorecard
 
 FileOpt = Annotated[Optional[Path], typer.Option("--file", "-f", help="Check this file instead.")]
 
@@ -55,7 +57,16 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt =
     raise typer.Exit(output.EXIT_OK if card["passed"] else output.EXIT_FAILED)
 
 
+def run_examples(kata: Kata, path: Path, **kwargs: Any) -> Scorecard:
+    """grader.grading.check, imported when a check runs: the CLI starts without the engine."""
+    from grader.grading import check as check_examples
+
+    return check_examples(kata, path, **kwargs)
+
+
 def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
+    from grader.engine.precheck import missing_names_notes
+
     console = output.console
     console.print(f"visible examples of {slug} on [bold]{textsafe.markup(output.shown_path(path))}[/]:")
     if card.get("import_error"):

@@ -8,7 +8,7 @@ failing test's box leads with the interviewer's nudge (grader/nudges.py), record
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -20,16 +20,16 @@ from grader.cli.commands import mock as mock_cmd
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
 from grader.cli.scorecard import ScorecardView
-from grader.engine.precheck import missing_names_notes
 from grader.errors import CatalogError
-from grader.grading import grade as grade_file
-from grader.grading import new_seed, read_solution
 from grader.mock import render_level
 from grader.nudges import Nudge, nudges, record_nudges
 from grader.sessions import GradeEffect, deadline_warning, pacing, plan_grade, revealed_levels
 from grader.statement import Statement, load_statement
 from grader.store import Session, Store
 from grader.workspace import solution_path
+
+if TYPE_CHECKING:
+    from grader.engine.report import Scorecard
 
 FileOpt = Annotated[Optional[Path], typer.Option(
     "--file", "-f", help="Grade this file instead of your session's solution (no session needed).")]
@@ -43,6 +43,9 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
 
     In a session, grade as often as you like: the session stays open until every level
     passes (or `kata stop`). During a mock only the revealed levels are graded."""
+    from grader.engine.precheck import missing_names_notes  # the engine: imported when a command grades,
+    from grader.grading import new_seed, read_solution  # not when the CLI starts
+
     json_modes(as_json, json_stream)
     cat = catalog()
     with Store() as store:
@@ -101,6 +104,13 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             output.console.print(f"replay this run: kata grade {kata.slug} --file "
                                  f"{textsafe.markup(output.shown_path(path))} --seed {seed}")
     raise typer.Exit(output.EXIT_OK if card.passed else output.EXIT_FAILED)
+
+
+def grade_file(kata: Kata, path: Path, **kwargs: Any) -> Scorecard:
+    """grader.grading.grade, imported when a grade runs: the CLI starts without the engine."""
+    from grader.grading import grade as grade_with_suite
+
+    return grade_with_suite(kata, path, **kwargs)
 
 
 def _nudges(kata: Kata, data: dict[str, Any], revealed: set[int] | None) -> tuple[Statement | None, dict[str, Nudge]]:

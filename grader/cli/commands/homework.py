@@ -19,10 +19,6 @@ from grader.homework.bundle import build_bundle, submitter
 from grader.homework.spec import Homework, load_homework
 from grader.store import Session, Store
 
-homework_app = typer.Typer(
-    help="Coach homework: new, invite, start, status, submit, review (grade-one and assemble for a cluster).",
-    no_args_is_help=True)
-
 HomeworkArg = Annotated[Path, typer.Argument(help="The homework file (.toml) from your coach.", show_default=False)]
 
 

@@ -14,7 +14,6 @@ from grader.catalog import Kata
 from grader.cli import output
 from grader.cli.common import catalog
 from grader.errors import KataError
-from grader.grading import new_seed
 from grader.homework import invites
 from grader.homework.files import check_overwrite, homework_files, write_files
 from grader.homework.spec import Homework, PrivateSuite, load_homework, new_homework
@@ -113,6 +112,8 @@ def _confirm(question: str) -> None:
 
 def _check_suite(kata: Kata, suite: PrivateSuite) -> None:
     """Refuse a private suite that the kata's own reference fails (or that cannot run)."""
+    from grader.grading import new_seed  # the engine: imported when a command grades, not when the CLI starts
+
     seed = new_seed()
     output.console.print(f"checking private suite {escape(suite.name)} against the {kata.slug} reference (seed {seed})")
     try:

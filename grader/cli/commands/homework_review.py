@@ -15,7 +15,6 @@ from grader import textsafe
 from grader.cli import output
 from grader.cli.common import JsonOpt, catalog
 from grader.errors import KataError
-from grader.grading import new_seed
 from grader.homework.html import render_html
 from grader.homework.review import default_jobs
 from grader.homework.review import review as run_review
@@ -44,6 +43,8 @@ def review(bundles: Annotated[list[Path], typer.Argument(
     hw = load_homework(homework_file, cat)
     _refuse_uncontained(allow_uncontained)
     bundles = _expand(bundles)
+    from grader.grading import new_seed  # the engine: imported when a command grades, not when the CLI starts
+
     seed = new_seed() if seed is None else seed
     jobs = jobs or default_jobs()
     if not as_json:

@@ -18,8 +18,8 @@ import typer
 from grader import textsafe
 from grader.catalog import Kata
 from grader.cli import output
+from grader.cli.commands.check import run_examples
 from grader.cli.common import OptionalSlugArg, catalog, kata_for
-from grader.grading import check as run_examples
 from grader.sessions import expire_if_due, revealed_levels
 from grader.store import Store
 from grader.workspace import solution_path
