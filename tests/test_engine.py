@@ -183,6 +183,48 @@ def test_a_second_test_stuck_in_the_same_place_is_stopped_early():
     assert second.duration_s < 4.0
 
 
+def test_a_later_call_into_a_function_that_hung_is_not_run_and_the_worker_is_kept():
+    """Once a call into add was cut as a hang, a later test's call into add fails at once
+    as "not run: add hangs at line N" (the hang is not waited out again), and a test that
+    never calls add still passes, in the same worker."""
+    tests = by_name(run("loops_in_add", test_timeout_s=2.0))
+    first, again, other = tests["test_add"], tests["test_zero"], tests["test_scale"]
+    assert "timed out after 2 s" in first.message and "line 2, in add" in first.details["where"]
+    assert again.message.startswith("not run: add hangs at line 2 (stuck there in test_add"), again.message
+    assert "line 2, in add" in again.details["where"]
+    assert again.duration_s < 1.0
+    assert other.passed
+
+
+def test_a_hang_in_level_1_ends_the_whole_grade_quickly(tmp_path):
+    """Issue 42: paged-kv's allocate loops forever. Every later test that calls allocate is
+    answered at once instead of being probed and costing a worker restart: the grade ends
+    in seconds (it took about 28 s before), shows the stuck line, and fails every level, as
+    waiting each hang out did."""
+    import importlib.util
+
+    from grader.catalog import load_catalog
+    from grader.grading import grade
+
+    spec = importlib.util.spec_from_file_location("bench_hang", FIXTURES.parents[1] / "scripts" / "bench_hang.py")
+    assert spec is not None and spec.loader is not None
+    bench_hang = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_hang)
+    kata = load_catalog().get("paged-kv")
+    source, hang_line = bench_hang.plant_hang(kata.reference_path.read_text(encoding="utf-8"),
+                                              bench_hang.HANG_SITES["paged-kv"])
+    path = tmp_path / "paged_kv.py"
+    path.write_text(source, encoding="utf-8")
+    t0 = time.monotonic()
+    card = grade(kata, path, seed=1)
+    took_s = time.monotonic() - t0
+    assert took_s < 40.0, took_s  # a generous bound for a loaded machine: about 6 s here
+    assert [lv.passed for lv in card.levels] == [False, False, False]
+    not_run = [t for t in card.tests if t.message.startswith("not run: allocate hangs at line")]
+    assert len(not_run) > 10, [t.message for t in card.tests]
+    assert all(f"line {hang_line}, in allocate" in t.details["where"] for t in not_run)
+
+
 def test_a_call_stuck_in_a_loop_is_cut_by_its_own_limit_long_before_the_tests():
     """With reference timings, one call may take a multiple of the reference's longest call
     (floor 2 s): a hang is cut in seconds although the test itself may run for 20 s."""

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from grader.engine.hypothesis_report import falsifying_example
-from grader.engine.judge_bridge import ReplyRefused, WorkerCrashed
+from grader.engine.judge_bridge import HungFunction, ReplyRefused, WorkerCrashed
 from grader.protocol import PropertyFailure
 from grader.worker.bridge import CandidateExit
 
@@ -69,6 +69,11 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
         message = inner.prop
         details = {k: v for k, v in (("input", inner.input), ("expected", inner.expected),
                                      ("got", inner.got), ("note", inner.note)) if v is not None}
+    elif isinstance(inner, HungFunction):
+        site = inner.site
+        message = (f"not run: {site.function} hangs at line {site.line} (stuck there in {site.test}; "
+                   "not waited out again)")
+        details["where"] = site.where
     elif isinstance(inner, KataTimeout):
         same = inner.args[0] if inner.args else None
         if isinstance(inner, CallTimeout):
@@ -108,7 +113,7 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
         else:
             message = f"the test could not use what your code returned ({name}" + (f": {text})" if text else ")")
     if not_implemented is not None and "NotImplementedError" not in message \
-            and not isinstance(inner, (KataTimeout, WorkerCrashed, CandidateImportError)):
+            and not isinstance(inner, (KataTimeout, HungFunction, WorkerCrashed, CandidateImportError)):
         # A check after the call that raised failed because nothing was done (paged-kv's
         # teardown compared the pools): the card says what to write, not what differed then.
         shown_input = details.get("input")

@@ -49,6 +49,28 @@ class ReplyRefused(WorkerCrashed):
     worker is replaced, as after a crash."""
 
 
+class HungFunction(BaseException):
+    """A call into the candidate's code by the way an earlier test of this grade entered it
+    and hung (the same function, method of a class, or instance call): not sent, and the test
+    fails at once instead of waiting the hang out again and restarting the worker after it.
+    A BaseException, as a timeout is: hypothesis must not shrink against it. args: (the
+    HangSite)."""
+
+    @property
+    def site(self) -> "HangSite":
+        return self.args[0]
+
+
+class HangSite:
+    """Where a test's call was cut as a hang: the innermost function of the candidate's and
+    its line, the test, and the card's text of where the code was."""
+
+    __slots__ = ("function", "line", "test", "where")
+
+    def __init__(self, function: str, line: int, test: str, where: str) -> None:
+        self.function, self.line, self.test, self.where = function, line, test, where
+
+
 # ------------------------------------------------------------------------ endpoint
 
 
@@ -94,6 +116,14 @@ class JudgeEndpoint(Endpoint):
         self.call_since: float | None = None
         self.call_stats = CallStats()  # the judge session puts its own here (one figure a test)
         self.recording: Call | None = None  # the observer's entry for the call being sent
+        # The way into the candidate's code, by name, of a callable fetched by getattr:
+        # handle -> "attention" (of the module), "PagedKVCacheAllocator.allocate" (bound).
+        self.callable_names: dict[int, str] = {}
+        # The entry (see entry_of) of the outermost call under way or cut, and the judge session's
+        # entries a test hung in -> where (filled by judge_report): a call by the same entry
+        # is refused (HungFunction), the worker untouched.
+        self.entered: str | None = None
+        self.hung_functions: dict[str, HangSite] = {}
         self.active = 0  # requests under way, on every channel (guarded by the registry's lock)
 
     @property
@@ -115,12 +145,15 @@ class JudgeEndpoint(Endpoint):
             self.waited_cpu_s = waited0 + (time.thread_time() - c0)
 
     def _request(self, op: str, args: tuple) -> Any:
+        entry = self.entry_of(op, args)
+        if entry is not None and entry in self.hung_functions:
+            raise HungFunction(self.hung_functions[entry])
         # (An efficiency test's workload is not a reproduction: nothing of it is recorded.)
         call = self.observer.started(op, args) if not self.measure_kinds else None
         self.recording = call
         outermost, t0 = self.in_flight is None, time.monotonic()
         if outermost:
-            self.call_since = t0
+            self.call_since, self.entered = t0, entry
         with self.registry.lock:
             self.active += 1
         try:
@@ -128,6 +161,8 @@ class JudgeEndpoint(Endpoint):
         except BaseException as exc:
             if call is not None:
                 self.observer.raised(call, exc)
+            if outermost and isinstance(exc, Exception):
+                self.entered = None  # it returned (by raising): only a cut call stays entered
             if isinstance(exc, RandomStateNotSynced):
                 self.rng_synced = None  # the next call sends the state again
             raise
@@ -142,7 +177,31 @@ class JudgeEndpoint(Endpoint):
                     self.call_stats.longest_s = took
         if call is not None:
             self.observer.returned(call, op, result)
+        if outermost:
+            self.entered = None
+        if op == Op.GETATTR and isinstance(result, RemoteObject) and result._kata_type.is_callable \
+                and isinstance(args[0], RemoteObject) and isinstance(args[1], str):
+            owner = args[0]._kata_type.qualname
+            self.callable_names[result._kata_handle] = args[1] if owner == "module" else f"{owner}.{args[1]}"
         return result
+
+    def entry_of(self, op: str, args: tuple) -> str | None:
+        """How a call request enters the candidate's code, named so that the same way in
+        has the same name in every worker of the grade: "PagedKVCacheAllocator.allocate" (a
+        method), "attention" or "PagedKVCacheAllocator" (a function or class of the module,
+        by the attribute it was fetched as), "MultiHeadAttention.__call__" (an instance
+        called). None for a request that calls nothing, or calls what has no such name."""
+        target = args[0] if args else None
+        if not isinstance(target, RemoteObject):
+            return None
+        if op in (Op.CALLMETHOD, Op.CALL_THEN_READ):
+            return f"{target._kata_type.qualname}.{args[1]}" if isinstance(args[1], str) else None
+        if op not in (Op.CALL, Op.CALL_MANY, Op.CALL_ROWS):
+            return None
+        named = self.callable_names.get(target._kata_handle)
+        if named is not None or target._kata_type.is_class:
+            return named
+        return f"{target._kata_type.qualname}.__call__"
 
     def broken_error(self) -> BaseException:
         if isinstance(self.broken_by, ReplyTooLarge):

@@ -11,7 +11,7 @@ import pytest
 
 from grader.engine.collection import metadata
 from grader.engine.failures import CallTimeout, KataTimeout, describe_failure
-from grader.engine.judge_bridge import WorkerCrashed
+from grader.engine.judge_bridge import HangSite, HungFunction, WorkerCrashed
 from grader.engine.judge_worker import JudgeWorker
 
 
@@ -54,8 +54,11 @@ def same_hang(process: Any, known_hangs: dict[str, str]) -> Any:
 def stuck_or_crash(worker: JudgeWorker, known_hangs: dict[str, str], exc: BaseException | None,
                    item: pytest.Item) -> tuple[str | None, str | None]:
     """On a timeout, where the candidate's code was when it was stopped (remembered, so later
-    tests stuck at the same place are cut early); on a crash of the worker, how it ended."""
+    tests stuck at the same place are cut early, and later calls into the function the stuck
+    call entered are not made: HungFunction); on a crash of the worker, how it ended."""
     inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and exc.exceptions else exc
+    if isinstance(inner, HungFunction):
+        return inner.site.where, None  # nothing was sent: the worker is as it was
     process = worker.process
     if process is None:
         return None, None
@@ -77,7 +80,14 @@ def stuck_or_crash(worker: JudgeWorker, known_hangs: dict[str, str], exc: BaseEx
     lines = worker.source_lines()
     shown = [f"  line {ln}, in {fn}: {lines[ln - 1].strip() if 0 < ln <= len(lines) else ''}"
              for ln, fn in frames[:3]]
-    return "where your code was when it was stopped (innermost first):\n" + "\n".join(shown), None
+    where = "where your code was when it was stopped (innermost first):\n" + "\n".join(shown)
+    # A later call entering the candidate's code the way the stuck call did is answered at
+    # once (HungFunction), as `not run`, and costs no worker restart.
+    entered = worker.last_endpoint.entered if worker.last_endpoint is not None else None
+    if entered is not None:
+        (line, function) = frames[0]
+        worker.hung_functions.setdefault(entered, HangSite(function, line, item.name, where))
+    return where, None
 
 
 def last_call_text(process: Any) -> str | None:

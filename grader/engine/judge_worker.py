@@ -11,7 +11,7 @@ from grader.engine.config import JudgeConfig
 from grader.engine.cpus import CpuPlan
 from grader.engine.events import EventStream
 from grader.engine.failures import CandidateImportError, KataTimeout, import_error_text
-from grader.engine.judge_bridge import CallStats
+from grader.engine.judge_bridge import CallStats, HangSite
 from grader.engine.worker_process import WorkerProcess
 from grader.worker import measure
 
@@ -37,6 +37,10 @@ class JudgeWorker:
         self.announced = False
         self.last_endpoint: Any = None  # kept after a kill, for the failing test's snippet
         self.proxy_seen: Any = None
+        # The functions of the candidate's a test of this grade hung in (see judge_report):
+        # every worker's endpoint refuses calls into them, so that no later test waits the
+        # hang out again nor costs a worker restart.
+        self.hung_functions: dict[str, HangSite] = {}
 
     def on_output(self, text: str, dropped: int) -> None:
         self.output.append(text)
@@ -82,6 +86,7 @@ class JudgeWorker:
         measure.set_remote(self.process.endpoint)  # efficiency tests measure the worker's share
         self.process.endpoint.keep_beside = self.keep_beside
         self.process.endpoint.call_stats = self.call_stats  # the session's: one per test, across restarts
+        self.process.endpoint.hung_functions = self.hung_functions  # the grade's, across restarts
         return value
 
     def import_failed(self, text: str) -> CandidateImportError:
