@@ -1,6 +1,6 @@
 """Buggy tensor_lib (corpus): backward skips gradients with no elements, so a 0-size leaf keeps grad None instead of an empty gradient of its shape.
 
-Level 3; rejected by test_zero_size_grads.
+Level 3; rejected by test_zero_size_grads, test_elementwise_grads.
 """
 
 from __future__ import annotations
