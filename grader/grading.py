@@ -61,12 +61,13 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
           limits: Limits | None = None, test_timeout_s: float | None = None,
           total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, workdir: Path | None = None,
           levels: set[int] | None = None, per_test_limits: bool = True, jobs: int | None = None,
-          tests: Collection[str] | None = None, **extra: Any) -> Scorecard:
+          tests: Collection[str] | None = None, stop_at_first_failure: bool = False, **extra: Any) -> Scorecard:
     """Grade `path` with the kata's hidden suite (or `suite`): a Scorecard, never an
     exception for anything the candidate's code does. `levels` runs only those levels'
     tests (a mock interview's revealed levels; a corpus check up to a bug's level); `tests`
     (names) runs only those, within `levels` (a corpus check needs only the tests below a
-    bug's level and those meant to reject it: see test_levels).
+    bug's level and those meant to reject it: see test_levels). `stop_at_first_failure`: the
+    tests after the first that fails are not run, nor on the card (a note counts them).
 
     With `jobs` 2 (by default: where the kata's `judges` allows it and this process may use
     two CPUs, see grading_jobs), the tests are split over two judges, each with its worker
@@ -103,7 +104,7 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
                         test_limits=test_limits, call_limits=call_limits, support=kata.support_paths,
-                        shards=shards, tests=tests)
+                        shards=shards, tests=tests, stop_at_first_failure=stop_at_first_failure)
     if loading.note is not None:
         outcome.notes.insert(0, loading.note)
     return build_scorecard(outcome, **card_fields)

@@ -110,6 +110,7 @@ class Attempt:
     hints_used: int
     solution_path: str
     source_sha256: str
+    only_level: int | None = None  # `kata grade --level N`: the one level graded
 
     @property
     def timed(self) -> bool:
@@ -122,7 +123,7 @@ class Attempt:
 
 
 _ATTEMPT_COLUMNS = ("id, session_id, kata, graded_at, seed, score, passed, levels_passed, num_levels, "
-                    "time_used_s, time_limit_s, hints_used, solution_path, source_sha256")
+                    "time_used_s, time_limit_s, hints_used, solution_path, source_sha256, only_level")
 
 
 @dataclass
@@ -285,21 +286,24 @@ class Store:
 
     def record_attempt(self, card: dict[str, Any], *, source: str, session_id: int | None,
                        passed_levels: tuple[int, ...] = (), reveal_level: int | None = None,
-                       end_reason: str | None = None) -> int:
+                       end_reason: str | None = None, only_level: int | None = None) -> int:
         """Record a grade, and in the same transaction what it does to its session: the
         levels it passed first (their pass time is this grade), the level it reveals (a mock),
-        and the session's end (every level passed, or a mock's time ran out)."""
+        and the session's end (every level passed, or a mock's time ran out). `only_level`:
+        a grade of that level alone (`kata grade --level N`), which does none of these."""
+        if only_level is not None and (passed_levels or reveal_level is not None or end_reason is not None):
+            raise ValueError("a grade of one level passes, reveals and ends nothing of its session")
         levels = card["levels"]
         now = clock.now()
         with self.transaction() as conn:
             cur = conn.execute(
                 "INSERT INTO attempts (session_id, kata, graded_at, seed, score, passed, levels_passed, "
                 "num_levels, time_used_s, time_limit_s, hints_used, solution_path, source, "
-                "source_sha256, scorecard) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "source_sha256, scorecard, only_level) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (session_id, card["kata"], now, card["seed"], card["score"], int(card["passed"]),
                  sum(1 for lv in levels if lv["passed"]), len(levels), card.get("time_used_s"),
                  card.get("time_limit_s"), card.get("hints_used", 0), card["solution"], source,
-                 card["solution_sha256"], json.dumps(card)))
+                 card["solution_sha256"], json.dumps(card), only_level))
             attempt_id = _inserted_id(cur)
             if session_id is not None:
                 for level in passed_levels:
@@ -343,8 +347,9 @@ class Store:
     def best_score(self, kata: str, *, timed: bool = True, num_levels: int | None = None) -> int | None:
         """The best score of the candidate's own timed attempts (timed=False: of the untimed
         `--file` grades). With num_levels, only grades of every level count (a mock's early
-        grades score its revealed levels only)."""
-        sql = f"SELECT MAX(score) FROM attempts WHERE kata = ? AND session_id IS {'NOT ' if timed else ''}NULL"
+        grades score its revealed levels only). A grade of one level (`--level`) never counts."""
+        sql = (f"SELECT MAX(score) FROM attempts WHERE kata = ? AND session_id IS {'NOT ' if timed else ''}NULL "
+               "AND only_level IS NULL")
         args: tuple = (kata,)
         if num_levels is not None:
             sql += " AND num_levels = ?"

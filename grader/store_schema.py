@@ -9,13 +9,16 @@ passed it). `checks` remembers which levels the visible examples passed (for `ka
 Version 3: `events`, what happened in a session besides grades and hints, in order: a
 clarification asked (`kata ask`), a level's Spec opened, a nudge, a follow-up scored; a
 mock's timeline and debrief read them.
+Version 4: `attempts.only_level`, the level a `kata grade --level N` graded alone (NULL: the
+grade ran every level it could). Such a grade is history, not a session's clock: it passes
+no level of its session and counts for no best score.
 """
 
 from __future__ import annotations
 
 import sqlite3
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _V1 = """
 CREATE TABLE sessions (
@@ -139,6 +142,10 @@ CREATE INDEX events_session ON events (session_id, at);
 CREATE INDEX events_kata ON events (kata, kind, at);
 """
 
+_V4 = """
+ALTER TABLE attempts ADD COLUMN only_level INTEGER;
+"""
+
 
 def migrate(conn: sqlite3.Connection, version: int) -> None:
     """Bring a database at `version` (0: empty) to SCHEMA_VERSION, inside the caller's
@@ -151,6 +158,9 @@ def migrate(conn: sqlite3.Connection, version: int) -> None:
         version = 2
     if version == 2:
         _run(conn, _V3)
+        version = 3
+    if version == 3:
+        _run(conn, _V4)
     problems = conn.execute("PRAGMA foreign_key_check").fetchall()
     if problems:
         raise sqlite3.DatabaseError(f"foreign keys broken by the migration: {problems[:3]}")

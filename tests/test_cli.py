@@ -375,3 +375,53 @@ def test_entry_point_ends_quietly_on_a_closed_pipe_and_on_an_abort(tmp_path, mon
         app_module.main()
     assert ended.value.code == 1
     assert "aborted" in capsys.readouterr().err
+
+
+def test_check_stops_at_the_first_failing_example_and_all_runs_every_one():
+    """Issue 42, item 3: the stub fails its first example; the others are not run (a note
+    counts them), and --all runs every revealed level's examples."""
+    invoke("start", "paged-kv", "-q")
+    stopped = invoke("check", "--json")
+    card = json.loads(stopped.stdout)
+    assert stopped.exit_code == 1 and len(card["tests"]) == 1 and not card["tests"][0]["passed"]
+    assert "stopped at the first failing test: 3 more not run" in card["notes"]
+    assert "then a failure: stopped there (3 more not run" in " ".join(invoke("check").output.split())
+    every = json.loads(invoke("check", "--all", "--json").stdout)
+    assert len(every["tests"]) == 4 and not any("stopped" in n for n in every["notes"])
+
+
+def test_check_starts_at_the_current_level():
+    """Level 1 passed by a grade of the session: the check runs levels 2 and 3's examples."""
+    invoke("start", "paged-kv", "-q")
+    workspace_file().write_text(REFERENCE.read_text())
+    with Store() as store:
+        session = store.active_session("paged-kv")
+        card = {"kata": "paged-kv", "seed": 1, "score": 40, "passed": False, "solution": "x.py",
+                "solution_sha256": "0", "levels": [{"level": 1, "passed": True}]}
+        store.record_attempt(card, source="", session_id=session.id, passed_levels=(1,))
+    result = invoke("check", "--json")
+    assert result.exit_code == 0, result.output
+    assert sorted({t["level"] for t in json.loads(result.stdout)["tests"]}) == [2, 3]
+    assert "from level 2, your current level" in " ".join(invoke("check").output.split())
+
+
+def test_grade_one_level_is_recorded_as_such_and_passes_no_level_of_the_session():
+    invoke("start", "paged-kv", "-q")
+    workspace_file().write_text(REFERENCE.read_text())
+    result = invoke("grade", "--level", "2", "--json", "--seed", "3")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [lv["level"] for lv in data["levels"]] == [2] and data["only_level"] == 2
+    assert "session" not in data  # a session's level times count full grades only
+    with Store() as store:
+        session = store.active_session("paged-kv")
+        assert session is not None and session.status == "active"
+        assert [row.passed_at for row in store.session_levels(session.id)] == [None, None, None]
+        (attempt,) = store.attempts("paged-kv")
+        assert attempt.only_level == 2 and attempt.num_levels == 1
+        assert store.best_score("paged-kv", timed=True) is None
+    history = json.loads(invoke("history", "paged-kv", "--json").stdout)
+    assert history["attempts"][0]["only_level"] == 2
+    assert "L2 only" in invoke("history", "paged-kv").output
+    missing = invoke("grade", "--level", "4")
+    assert missing.exit_code == 2 and "paged-kv has no level 4" in missing.output

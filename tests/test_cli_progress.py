@@ -25,7 +25,7 @@ def invoke(*args: str):
 def test_json_stream_is_one_event_per_line_ending_with_the_scorecard(tmp_path):
     stub = tmp_path / "paged_kv.py"
     shutil.copy(kata("paged-kv").stub_path, stub)
-    result = invoke("check", "--file", str(stub), "--json-stream")
+    result = invoke("check", "--file", str(stub), "--all", "--json-stream")  # (without --all: the first only)
     assert result.exit_code == 1
     events = [json.loads(line) for line in result.output.splitlines()]  # every line is JSON
     kinds = [e["event"] for e in events]

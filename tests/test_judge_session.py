@@ -23,7 +23,8 @@ from grader.engine.session import SHRINK_FLOOR_S, JudgeSession, TestClock
 FULL = JudgeConfig(solution="/work/paged_kv.py", module="paged_kv", results_fd=7, test_timeout_s=12.5,
                    test_limits={"test_a": 3.0}, call_limits={"test_a": 0.5}, max_examples=40, levels=(1, 3),
                    tests=("test_a", "test_b"), keep_tests=("test_a",), support=("/katas/model.py",),
-                   load_error=None, limits=Limits(memory_bytes=2 * 1024**3, max_file_bytes=None, cpu_seconds=20))
+                   load_error=None, limits=Limits(memory_bytes=2 * 1024**3, max_file_bytes=None, cpu_seconds=20),
+                   stop_at_first_failure=True)
 
 
 # ---------------------------------------------------------------------------- the configuration
@@ -243,7 +244,7 @@ def test_every_event_the_judge_sends_has_a_handler_that_takes_its_fields():
                 sends.append((module, node.args[0].value, [k.arg for k in node.keywords if k.arg], 
                               any(k.arg is None for k in node.keywords)))
     assert {name for _, name, _, _ in sends} == {"worker", "import_start", "import_done", "collected", "start",
-                                                 "result", "done"}
+                                                 "result", "stopped", "done"}
     for module, name, keywords, spread in sends:
         handler = getattr(_RunState, f"on_{name}")
         parameters = inspect.signature(handler).parameters

@@ -147,3 +147,29 @@ def test_events_are_recorded_in_order_and_read_by_session_and_kind(tmp_path, mon
         assert [(e.kind, e.level) for e in events] == [("ask", 1), ("spec", 2)]
         assert events[0].data == {"question": "floats?", "answer": "no"} and events[0].at <= events[1].at
         assert [e.data["question"] for e in store.events("k", kind="ask")] == ["floats?", "outside"]
+
+
+def test_a_version_3_database_gains_only_level_and_keeps_its_attempts(tmp_path):
+    """Version 4 (issue 42): `kata grade --level N` is recorded as a grade of that level;
+    the grades of an older database are full grades (only_level NULL), best scores as before."""
+    from grader import store_schema
+
+    db = tmp_path / "db.sqlite3"
+    conn = sqlite3.connect(db)
+    for script in (store_schema._V1, store_schema._V2, store_schema._V3):
+        store_schema._run(conn, script)
+    conn.execute("PRAGMA user_version = 3")
+    conn.execute("INSERT INTO attempts VALUES (1, NULL, 'k', 99.0, 7, 40, 0, 1, 3, NULL, NULL, 0, 'k.py', "
+                 "'src', 'sha', '{}')")
+    conn.commit()
+    conn.close()
+    with Store(db) as store:
+        assert store.conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert [(a.score, a.only_level) for a in store.attempts("k")] == [(40, None)]
+        card = {"kata": "k", "seed": 1, "score": 100, "passed": True, "solution": "k.py", "solution_sha256": "s",
+                "levels": [{"level": 2, "passed": True}]}
+        store.record_attempt(card, source="", session_id=None, only_level=2)
+        assert store.attempts("k")[0].only_level == 2
+        assert store.best_score("k", timed=False) == 40  # a grade of one level is no best score
+        with pytest.raises(ValueError):
+            store.record_attempt(card, source="", session_id=None, passed_levels=(2,), only_level=2)

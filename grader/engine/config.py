@@ -51,6 +51,8 @@ class JudgeConfig:
     support: tuple[str, ...] = ()  # the kata's support files, importable in judge and worker
     load_error: str | None = None  # why the file cannot load: every test fails with it
     limits: Limits = field(default_factory=Limits)  # what the worker may use
+    # Stop after the first failing test (`kata check`): the tests after it are not run.
+    stop_at_first_failure: bool = False
 
     def __post_init__(self) -> None:
         if self.keep_tests is not None and self.drop_tests is not None:
@@ -123,6 +125,7 @@ _PARSE: dict[str, Any] = {
     "support": _names,
     "load_error": _optional(str),
     "limits": lambda value: Limits.from_dict(dict(value)),
+    "stop_at_first_failure": bool,
 }
 
 

@@ -21,6 +21,8 @@ never an event quietly dropped. What the judge sends, in order (see grader/engin
     result        nodeid: str, passed: bool, message: str, details: dict,  each test
                   duration_s: float, longest_call_s: float,
                   stdout_bytes: int
+    stopped       reason: str (the tests not run yet never will be)         after a failing test,
+                                                                           kata check's only
     done          (none): the worker is gone, nothing more will come       unconfigure
     ============  =======================================================  ======================
 

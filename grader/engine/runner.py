@@ -116,7 +116,7 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               support: tuple[Path, ...] = (),
               shards: list[list[str]] | None = None,
               tests: Collection[str] | None = None,
-              load_error: str | None = None) -> RunOutcome:
+              load_error: str | None = None, stop_at_first_failure: bool = False) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
     on_event(kind, data) is called, as the judge reports them, with "collected" (data:
@@ -129,6 +129,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
     "collected", with every test). With `tests` (names), only those tests run (within
     `levels`); the others are not reported. With `load_error` (the parent's compile check
     found the file cannot load), the judge starts no worker and fails every test with it.
+    With `stop_at_first_failure` (one judge), the tests after the first failing one are not
+    run and not reported; a note says how many.
     """
     t0 = time.monotonic()
     config = JudgeConfig(
@@ -137,9 +139,9 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
         max_examples=100 if max_examples is None else max_examples,
         levels=tuple(sorted(levels or ())), tests=tuple(sorted(tests)) if tests is not None else None,
         support=tuple(str(p.resolve()) for p in support), load_error=load_error,
-        limits=limits or Limits())
-    if load_error is not None:
-        shards = None  # nothing to share: no test runs
+        limits=limits or Limits(), stop_at_first_failure=stop_at_first_failure)
+    if load_error is not None or stop_at_first_failure:
+        shards = None  # nothing to share: no test runs, or the order of all of them matters
     with tempfile.TemporaryDirectory(prefix="kata-run-") as tmp:
         env = _judge_env()
         run = functools.partial(_run_judge, suite, seed, test_timeout_s=test_timeout_s,
@@ -374,6 +376,17 @@ class _RunState(EventHandler):
                     details=details if isinstance(details, dict) else {},
                     duration_s=float(duration_s), longest_call_s=float(longest_call_s),
                     stdout_bytes=int(stdout_bytes))
+
+    def on_stopped(self, reason: str) -> None:
+        """The judge stopped after a failing test (JudgeConfig.stop_at_first_failure): the
+        tests it did not reach are not run, and not reported; a note counts them."""
+        if self.tests is None:
+            return
+        left = [n for n in self.tests if n not in self.done]
+        for nodeid in left:
+            del self.tests[nodeid]
+        if left:
+            self.notes.append(f"{str(reason)[:200]}: {len(left)} more not run")
 
     def on_done(self) -> None:
         """The judge has nothing more to send (it is shutting down)."""

@@ -38,6 +38,7 @@ CALL_PROBE_S = 0.5  # how often a test with a per-call limit looks at its runnin
 SHRINK_FLOOR_S = 0.5
 SHRINK_MARGIN_S = 0.75  # left of the test's limit for the last replay and the report
 MAX_OUTPUT_LINES = 40
+STOPPED = "stopped at the first failing test"
 
 
 class TestClock:
@@ -224,6 +225,9 @@ class JudgeSession:
         duration = time.perf_counter() - outcome.pop("t0") - (self.clock.import_s - outcome.pop("import_s"))
         self.stream.send("result", nodeid=item.nodeid, duration_s=round(max(duration, 0.0), 4),
                          longest_call_s=round(self.call_stats.longest_s, 4), **outcome)
+        if self.config.stop_at_first_failure and not outcome["passed"]:
+            item.session.shouldstop = STOPPED  # pytest runs no further test
+            self.stream.send("stopped", reason=STOPPED)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):

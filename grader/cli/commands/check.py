@@ -1,5 +1,9 @@
 """kata check: run the visible examples against your solution (not graded; during a mock,
-only the revealed levels' examples). Which levels passed is remembered for `kata hint`."""
+only the revealed levels' examples). Which levels passed is remembered for `kata hint`.
+
+What you are working on first: the examples of your current level (the lowest one your
+session's grades have not passed; level 1 without a session) and of the levels after it, in
+order, stopping at the first that fails. `--all` runs every revealed level's examples."""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from grader.cli import last_run, output
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
 from grader.cli.scorecard import detail_lines, printed_output, unimplemented_levels, unimplemented_lines
-from grader.sessions import expire_if_due, revealed_levels
+from grader.sessions import current_level, expire_if_due, level_clocks, revealed_levels
 from grader.store import Store
 from grader.workspace import solution_path
 
@@ -24,13 +28,19 @@ if TYPE_CHECKING:
     from grader.engine.report import Scorecard
 
 FileOpt = Annotated[Optional[Path], typer.Option("--file", "-f", help="Check this file instead.")]
+AllOpt = Annotated[bool, typer.Option(
+    "--all", help="Every revealed level's examples, all of them (default: from your current level, "
+                  "stopping at the first failure).")]
+STOPPED_NOTE = "stopped at the first failing test: "  # the runner's note (grader/engine/runner.py)
 
 
-def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt = False,
-          json_stream: JsonStreamOpt = False) -> None:
+def check(slug: OptionalSlugArg = None, file: FileOpt = None, every_level: AllOpt = False,
+          as_json: JsonOpt = False, json_stream: JsonStreamOpt = False) -> None:
     """Run the kata's visible examples against your solution; fast, and not graded.
 
-    During a mock, only the revealed levels' examples run."""
+    Your current level's examples first (the lowest level your session's grades have not
+    passed), then the later levels', stopping at the first failure; --all runs every
+    revealed level's. During a mock, only the revealed levels' examples run."""
     json_modes(as_json, json_stream)
     cat = catalog()
     with Store() as store:
@@ -39,11 +49,18 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt =
         else:
             kata, session = kata_for(slug, store, cat)
         session = expire_if_due(store, session or store.active_session(kata.slug))
-        levels = revealed_levels(store, session if session and session.status == "active" else None)
+        active = session if session and session.status == "active" else None
+        levels = revealed_levels(store, active)
+        start = 1
+        if not every_level:
+            now = current_level(level_clocks(store, active, kata)) if active is not None else None
+            start = now.level if now is not None else 1
+            levels = {lv.level for lv in kata.levels if lv.level >= start and (levels is None or lv.level in levels)}
         path = file or (Path(session.solution_path) if session else solution_path(kata))
         with RunProgress(kata=kata.slug, suite="examples", file=str(path), seed=0, json_stream=json_stream,
                          quiet=as_json) as progress:
-            card = run_examples(kata, path, levels=levels, on_event=progress.on_event).to_dict()
+            card = run_examples(kata, path, levels=levels, on_event=progress.on_event,
+                                stop_at_first_failure=not every_level).to_dict()
         if session is not None and session.status == "active" and \
                 path.resolve() == Path(session.solution_path).resolve():
             store.record_check(kata.slug, session.id, {lv["level"]: lv["passed"] for lv in card["levels"]})
@@ -53,7 +70,7 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, as_json: JsonOpt =
     elif as_json:
         output.print_json(card)
     else:
-        _render(kata.slug, path, card)
+        _render(kata.slug, path, card, start)
     raise typer.Exit(output.EXIT_OK if card["passed"] else output.EXIT_FAILED)
 
 
@@ -64,11 +81,14 @@ def run_examples(kata: Kata, path: Path, **kwargs: Any) -> Scorecard:
     return check_examples(kata, path, **kwargs)
 
 
-def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
+def _render(slug: str, path: Path, card: dict[str, Any], start: int = 1) -> None:
     from grader.engine.precheck import missing_names_notes
 
     console = output.console
     console.print(f"visible examples of {slug} on [bold]{textsafe.markup(output.shown_path(path))}[/]:")
+    if start > 1:
+        console.print(f"[dim]from level {start}, your current level (levels before it passed a grade; "
+                      "`kata check --all` runs theirs too)[/]")
     if card.get("import_error"):
         console.print(f"[red]✗[/] {textsafe.markup(card['import_error'])}")
     unimplemented = {} if card.get("import_error") else unimplemented_levels(card, noun="examples")
@@ -92,5 +112,10 @@ def _render(slug: str, path: Path, card: dict[str, Any]) -> None:
     for note in missing_names_notes(card["notes"]):
         console.print(f"[yellow]note:[/] {textsafe.markup(note)}")
     passed = sum(t["passed"] for t in card["tests"])
+    stopped = next((n for n in card["notes"] if n.startswith(STOPPED_NOTE)), None)
+    if stopped is not None:
+        console.print(f"{passed}/{len(card['tests'])} examples pass, then a failure: stopped there "
+                      f"({stopped.removeprefix(STOPPED_NOTE)}; `kata check --all` runs every one).")
+        return
     console.print(f"{passed}/{len(card['tests'])} examples pass. The hidden suite checks much "
                   "more: `kata grade` when you are ready.")

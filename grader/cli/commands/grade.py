@@ -20,7 +20,7 @@ from grader.cli.commands import mock as mock_cmd
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
 from grader.cli.scorecard import ScorecardView
-from grader.errors import CatalogError
+from grader.errors import CatalogError, KataError
 from grader.mock import render_level
 from grader.nudges import Nudge, nudges, record_nudges
 from grader.sessions import GradeEffect, deadline_warning, pacing, plan_grade, revealed_levels
@@ -35,14 +35,19 @@ FileOpt = Annotated[Optional[Path], typer.Option(
     "--file", "-f", help="Grade this file instead of your session's solution (no session needed).")]
 SeedOpt = Annotated[Optional[int], typer.Option(
     "--seed", min=0, help="Replay a grading run: the same file and seed give the same scorecard.")]
+LevelOpt = Annotated[Optional[int], typer.Option(
+    "--level", min=1, help="Grade this level alone (recorded as such; a session's level times count "
+                           "full grades only).")]
 
 
-def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = None,
+def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = None, level: LevelOpt = None,
           as_json: JsonOpt = False, json_stream: JsonStreamOpt = False) -> None:
     """Grade a solution with the hidden suite. Exit 0 when every test passes, 1 otherwise.
 
     In a session, grade as often as you like: the session stays open until every level
-    passes (or `kata stop`). During a mock only the revealed levels are graded."""
+    passes (or `kata stop`). During a mock only the revealed levels are graded. With
+    --level N only level N's tests run: faster, recorded as a grade of that level, and it
+    passes no level of the session (its level times count full grades only)."""
     from grader.engine.precheck import missing_names_notes  # the engine: imported when a command grades,
     from grader.grading import new_seed, read_solution  # not when the CLI starts
 
@@ -66,7 +71,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             extra = {"time_used_s": clock.now() - session.started_at,
                      "time_limit_s": session.minutes * 60.0,
                      "hints_used": store.hints_shown(kata.slug, session.id)}
-        levels = revealed_levels(store, running_mock)
+        levels = _levels_to_grade(kata, revealed_levels(store, running_mock), level)
         if not (as_json or json_stream):
             shown = f", levels {', '.join(map(str, sorted(levels)))}" if levels else ""
             output.console.print(f"grading [bold]{textsafe.markup(output.shown_path(path))}[/] against {kata.slug}'s "
@@ -76,14 +81,16 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             card = grade_file(kata, path, seed=seed, on_event=progress.on_event, levels=levels, **extra)
         data = card.to_dict()
         statement, shown = _nudges(kata, data, levels) if session is not None and session.is_mock else (None, {})
-        effect = plan_grade(store, session, kata, data) if session is not None else None
+        if level is not None:
+            data["only_level"] = level
+        effect = plan_grade(store, session, kata, data) if session is not None and level is None else None
         if effect is not None:
             data["signal"] = effect.signal  # from the levels' pass times, this grade counted
             data["session"] = _session_block(session, kata, effect)
         store.record_attempt(data, source=source, session_id=session.id if session else None,
                              passed_levels=effect.newly_passed if effect else (),
                              reveal_level=effect.revealed if effect else None,
-                             end_reason=effect.ended if effect else None)
+                             end_reason=effect.ended if effect else None, only_level=level)
         if shown and session is not None and statement is not None and levels:
             record_nudges(store, kata, statement, session.id, data, shown, levels)
         last_run.save(data, "grade")
@@ -101,9 +108,26 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                 output.console.print(f"[yellow]note:[/] {textsafe.markup(note)}")
             if effect is not None:
                 _say_session(store, cat, kata, session, effect, data, ended)
+            elif level is not None and session is not None:
+                output.console.print(f"a grade of level {level} alone: your session's level times count "
+                                     f"full grades only (`kata grade` without --level)")
             output.console.print(f"replay this run: kata grade {kata.slug} --file "
                                  f"{textsafe.markup(output.shown_path(path))} --seed {seed}")
     raise typer.Exit(output.EXIT_OK if card.passed else output.EXIT_FAILED)
+
+
+def _levels_to_grade(kata: Kata, revealed: set[int] | None, level: int | None) -> set[int] | None:
+    """The levels a grade runs: the revealed ones (None: every level), or `level` alone,
+    which must be one of them."""
+    if level is None:
+        return revealed
+    numbers = [lv.level for lv in kata.levels] if revealed is None else sorted(revealed)
+    if level not in numbers:
+        shown = ", ".join(map(str, numbers))
+        raise KataError(f"{kata.slug} has no level {level} to grade" + (" yet (this mock has revealed "
+                        f"{shown})" if revealed is not None else f" (its levels: {shown})"),
+                        hint=f"`kata grade {kata.slug} --level {numbers[-1]}`, or leave out --level to grade them all")
+    return {level}
 
 
 def grade_file(kata: Kata, path: Path, **kwargs: Any) -> Scorecard:

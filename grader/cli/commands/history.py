@@ -48,7 +48,8 @@ def history(slug: OptionalSlugArg = None, limit: LimitOpt = 50, mock: MockOpt = 
              "timed": a.timed, "score": a.score, "passed": a.passed,
              "levels_passed": a.levels_passed, "num_levels": a.num_levels, "time_used_s": a.time_used_s,
              "time_limit_s": a.time_limit_s, "hints_used": a.hints_used, "seed": a.seed,
-             "file": a.solution_path, "solution_sha256": a.source_sha256} for a in attempts]})
+             "file": a.solution_path, "solution_sha256": a.source_sha256, "only_level": a.only_level}
+            for a in attempts]})
         return
     if not attempts:
         output.console.print("no attempts yet; `kata start <slug>` then `kata grade`")
@@ -65,7 +66,8 @@ def history(slug: OptionalSlugArg = None, limit: LimitOpt = 50, mock: MockOpt = 
         used = "-" if a.time_used_s is None else output.fmt_duration(a.time_used_s)
         if a.time_used_s is not None and a.time_limit_s and a.time_used_s > a.time_limit_s:
             used = f"[red]{used}[/]"
-        cells = [kind[a.session_id], str(a.score), f"{a.levels_passed}/{a.num_levels}", used,
+        levels = f"{a.levels_passed}/{a.num_levels}" if a.only_level is None else f"L{a.only_level} only"
+        cells = [kind[a.session_id], str(a.score), levels, used,
                  str(a.hints_used), textsafe.markup(_short(a.solution_path))]
         when = output.fmt_when(a.graded_at)
         table.add_row(when[5:] if compact else when, *([] if kata_slug else [a.kata]), *cells)
