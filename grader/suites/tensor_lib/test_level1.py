@@ -24,14 +24,15 @@ RULES = {
     "indexing with ints and slices (steps, negative and out-of-range bounds) is a view with torch's "
     "shape, strides and values": ("test_getitem_matches_torch", "test_slices_keep_the_offset"),
     "views share storage: a write through one is seen through the other": "test_writes_through_views_are_shared",
-    "reshape is a view with torch.Tensor.view's strides when the layout allows": "test_reshape_view_strides",
+    "reshape is a view with torch.Tensor.view's strides when the layout allows":
+        ("test_reshape_view_strides", "test_reshape_of_one_or_no_element"),
     "reshape copies when no view can do it: a write to the copy is not seen": "test_reshape_copies_when_needed",
     "reshape infers one -1; reshape(2, 3) and reshape((2, 3)) are the same": "test_reshape_infers_minus_one",
     "is_contiguous() as torch: size-1 dims ignored, empty tensors contiguous": "test_is_contiguous_matches_torch",
     "contiguous(): the tensor itself when contiguous, else a contiguous copy": "test_contiguous_copies_only_when_needed",
     "IndexError: an index or dim out of range, more indices than dims": "test_index_errors",
-    "ValueError: a slice step <= 0, permute dims that are not a permutation, a reshape of the wrong size":
-        "test_value_errors_of_views",
+    "ValueError: a slice step <= 0, permute dims that are not a permutation, a reshape of the wrong size "
+    "or with a size below -1": "test_value_errors_of_views",
 }
 
 SETTLED_BY = {
@@ -52,8 +53,8 @@ SETTLED_BY = {
     "is_contiguous() as torch: size-1 dims ignored, empty tensors contiguous": "contiguity",
     "contiguous(): the tensor itself when contiguous, else a contiguous copy": "contiguity",
     "IndexError: an index or dim out of range, more indices than dims": "errors",
-    "ValueError: a slice step <= 0, permute dims that are not a permutation, a reshape of the wrong size":
-        "errors",
+    "ValueError: a slice step <= 0, permute dims that are not a permutation, a reshape of the wrong size "
+    "or with a size below -1": "errors",
 }
 # ints kept as ints print the same numbers; the values are the level's point.
 DETAILS = {"values are float64: ints become floats, tolist() returns floats"}
@@ -256,6 +257,21 @@ def test_reshape_copies_when_needed(solution, cs):
                   input={"x": case.shown(), "shape": new, "then": f"r[{idx}] = 99.0"}, what="x")
 
 
+@kata_test(level=1, category="edge cases", weight=2,
+           description="reshape of a one-element strided tensor and of an empty transposed one: torch's strides")
+def test_reshape_of_one_or_no_element(solution):
+    one_want = torch.tensor([[1.0, 2.0]], dtype=torch.float64)[:, ::2]  # shape (1, 1), strides (2, 2)
+    one_got = solution.Tensor([[1.0, 2.0]])[:, ::2]
+    for new in [(1,), (1, 1, 1), ()]:
+        expect_layout(one_got.reshape(new), one_want.reshape(new), f"reshape{new} of x[:, ::2], x = [[1, 2]]",
+                      input={"x": [[1.0, 2.0]], "view": "x[:, ::2]", "shape": new})
+    none_want = torch.empty(0, 3, dtype=torch.float64).transpose(0, 1)  # shape (3, 0), strides (1, 3)
+    none_got = solution.Tensor([]).reshape(0, 3).transpose(0, 1)
+    for new in [(3, 0), (0, 3), (-1,), (1, 0, 3)]:
+        expect_layout(none_got.reshape(new), none_want.reshape(new), f"reshape{new} of an empty (3, 0) transpose",
+                      input={"x": "Tensor([]).reshape(0, 3).transpose(0, 1)", "shape": new})
+
+
 @kata_test(level=1, category="correctness", description="reshape infers one -1; reshape(a, b) and reshape((a, b)) agree")
 def test_reshape_infers_minus_one(solution):
     base = torch.arange(12, dtype=torch.float64).reshape(3, 4)
@@ -332,6 +348,7 @@ def test_value_errors_of_views(solution):
     expect_error(lambda: x.reshape(4), ValueError, "x.reshape(4) of a (2, 3) tensor")
     expect_error(lambda: x.reshape(-1, -1), ValueError, "x.reshape(-1, -1)")
     expect_error(lambda: x.reshape(4, -1), ValueError, "x.reshape(4, -1) of a (2, 3) tensor")
+    expect_error(lambda: x.reshape(-2, -3), ValueError, "x.reshape(-2, -3) of a (2, 3) tensor (a size below -1)")
     expect_layout(x.reshape(3, 2), torch.arange(1.0, 7.0, dtype=torch.float64).reshape(3, 2),
                   "reshape(3, 2) after the rejected calls", input="x = [[1, 2, 3], [4, 5, 6]]")
 
