@@ -100,7 +100,7 @@ class Tensor:
         """reshape(2, 3) or reshape((2, 3)); one -1 is inferred. A view, with the strides
         torch.Tensor.view gives, whenever the layout allows one; otherwise a contiguous copy.
         Raises ValueError: a shape of another number of elements, more than one -1, a size
-        below -1."""
+        below -1, a -1 among sizes whose product is 0."""
         # TODO level 1: decide when a view is possible (torch's rule), else copy.
         raise NotImplementedError
 

@@ -19,7 +19,8 @@ RULES = {
     "values are float64: ints become floats, tolist() returns floats": "test_values_are_floats",
     "ValueError: ragged nested lists": "test_ragged_lists_rejected",
     "transpose(d0, d1) is a view: shape and strides swapped": "test_transpose_is_a_view",
-    "permute(*dims) is a view: shape and strides reordered": "test_permute_is_a_view",
+    "permute(*dims) is a view: shape and strides reordered; permute(1, 0) and permute((1, 0)) agree":
+        "test_permute_is_a_view",
     "negative dims count from the end": "test_negative_dims",
     "indexing with ints and slices (steps, negative and out-of-range bounds) is a view with torch's "
     "shape, strides and values": ("test_getitem_matches_torch", "test_slices_keep_the_offset"),
@@ -31,8 +32,8 @@ RULES = {
     "is_contiguous() as torch: size-1 dims ignored, empty tensors contiguous": "test_is_contiguous_matches_torch",
     "contiguous(): the tensor itself when contiguous, else a contiguous copy": "test_contiguous_copies_only_when_needed",
     "IndexError: an index or dim out of range, more indices than dims": "test_index_errors",
-    "ValueError: a slice step <= 0, permute dims that are not a permutation, a reshape of the wrong size "
-    "or with a size below -1": "test_value_errors_of_views",
+    "ValueError: a slice step <= 0, permute dims that are not a permutation, a reshape of the wrong size, "
+    "with a size below -1, or a -1 among sizes whose product is 0": "test_value_errors_of_views",
 }
 
 SETTLED_BY = {
@@ -42,7 +43,8 @@ SETTLED_BY = {
     "values are float64: ints become floats, tolist() returns floats": "float64",
     "ValueError: ragged nested lists": "errors",
     "transpose(d0, d1) is a view: shape and strides swapped": ("ask", "views"),
-    "permute(*dims) is a view: shape and strides reordered": ("ask", "views"),
+    "permute(*dims) is a view: shape and strides reordered; permute(1, 0) and permute((1, 0)) agree":
+        ("ask", "views"),
     "negative dims count from the end": "ask",
     "indexing with ints and slices (steps, negative and out-of-range bounds) is a view with torch's "
     "shape, strides and values": ("ask", "indexing"),
@@ -53,8 +55,8 @@ SETTLED_BY = {
     "is_contiguous() as torch: size-1 dims ignored, empty tensors contiguous": "contiguity",
     "contiguous(): the tensor itself when contiguous, else a contiguous copy": "contiguity",
     "IndexError: an index or dim out of range, more indices than dims": "errors",
-    "ValueError: a slice step <= 0, permute dims that are not a permutation, a reshape of the wrong size "
-    "or with a size below -1": "errors",
+    "ValueError: a slice step <= 0, permute dims that are not a permutation, a reshape of the wrong size, "
+    "with a size below -1, or a -1 among sizes whose product is 0": "errors",
 }
 # ints kept as ints print the same numbers; the values are the level's point.
 DETAILS = {"values are float64: ints become floats, tolist() returns floats"}
@@ -126,6 +128,8 @@ def test_permute_is_a_view(solution, case, data):
     want, got = _pair(solution, case)
     expect_layout(got.permute(*dims), want.permute(*dims), f"permute{tuple(dims)}",
                   input={"x": case.shown(), "call": f"x.permute{tuple(dims)}"})
+    expect_layout(got.permute(tuple(dims)), want.permute(*dims), f"permute({tuple(dims)}) (the dims as one tuple)",
+                  input={"x": case.shown(), "call": f"x.permute({tuple(dims)})"})
 
 
 @kata_test(level=1, category="correctness", description="negative dims count from the end (transpose, permute)")
@@ -265,6 +269,8 @@ def test_reshape_of_one_or_no_element(solution):
     for new in [(1,), (1, 1, 1), ()]:
         expect_layout(one_got.reshape(new), one_want.reshape(new), f"reshape{new} of x[:, ::2], x = [[1, 2]]",
                       input={"x": [[1.0, 2.0]], "view": "x[:, ::2]", "shape": new})
+    expect_layout(solution.Tensor(5.0).reshape(1, 1), torch.tensor(5.0, dtype=torch.float64).reshape(1, 1),
+                  "reshape(1, 1) of a 0-d tensor", input={"x": "Tensor(5.0)", "shape": (1, 1)})
     none_want = torch.empty(0, 3, dtype=torch.float64).transpose(0, 1)  # shape (3, 0), strides (1, 3)
     none_got = solution.Tensor([]).reshape(0, 3).transpose(0, 1)
     for new in [(3, 0), (0, 3), (-1,), (1, 0, 3)]:
@@ -349,6 +355,9 @@ def test_value_errors_of_views(solution):
     expect_error(lambda: x.reshape(-1, -1), ValueError, "x.reshape(-1, -1)")
     expect_error(lambda: x.reshape(4, -1), ValueError, "x.reshape(4, -1) of a (2, 3) tensor")
     expect_error(lambda: x.reshape(-2, -3), ValueError, "x.reshape(-2, -3) of a (2, 3) tensor (a size below -1)")
+    empty = solution.Tensor([]).reshape(2, 0, 3)
+    expect_error(lambda: empty.reshape(-1, -1), ValueError, "reshape(-1, -1) of a (2, 0, 3) tensor")
+    expect_error(lambda: empty.reshape(0, -1), ValueError, "reshape(0, -1) of a (2, 0, 3) tensor (-1 could be anything)")
     expect_layout(x.reshape(3, 2), torch.arange(1.0, 7.0, dtype=torch.float64).reshape(3, 2),
                   "reshape(3, 2) after the rejected calls", input="x = [[1, 2, 3], [4, 5, 6]]")
 

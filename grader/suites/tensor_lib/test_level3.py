@@ -119,6 +119,8 @@ def test_elementwise_grads(solution, case, data, seed):
 @settings(max_examples=30)
 @given(pair=broadcast_cases(), expr=st.sampled_from(["a.add(b)", "a.mul(b)", "b.sub(a).mul(a)", "a.sub(b)"]),
        seed=st.integers(0, 2**16))
+@example(pair=(Case((3, 1), (1.0, -2.0, 0.5)), Case((2, 1, 4), (2.0, 4.0, -0.5, 1.5, 0.25, 1.0, -1.0, 3.0))),
+         expr="a.mul(b)", seed=1)
 def test_broadcast_grads_summed_back(solution, pair, expr, seed):
     (ta, tav, ga, gav), (tb, tbv, gb, gbv) = _leaves(solution, *pair)
     f = EXPRS[expr]
