@@ -27,7 +27,7 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import pytest
 
@@ -128,8 +128,8 @@ def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool
     return proxy.read_all(obj, reads)
 
 
-def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tuple | None]] = (),
-                   result_reads: list[tuple[str, tuple | None]] = ()) -> tuple:
+def call_then_read(obj: Any, name: str, args: tuple, reads: Sequence[tuple[str, tuple | None]] = (),
+                   result_reads: Sequence[tuple[str, tuple | None]] = ()) -> tuple:
     """obj.name(*args), then `result_reads` on the value it returned and `reads` on obj (each
     as read_all makes them), whatever the call did. Returns ((True, value) or (False, the
     exception raised), the reads' outcomes, the result reads' outcomes: none of those when

@@ -166,7 +166,7 @@ def pacing(clocks: list[LevelClock] | tuple[LevelClock, ...], until: float,
            names: dict[int, str]) -> list[dict[str, Any]]:
     """Per revealed level: minutes, time used, passed, over pace (JSON-ready). Levels not
     revealed yet appear as a number only: their names stay hidden."""
-    out = []
+    out: list[dict[str, Any]] = []
     for c in clocks:
         if not c.revealed:
             out.append({"level": c.level, "revealed": False})
@@ -219,7 +219,7 @@ def running_mock(store: Store, slug: str | None) -> Session | None:
 def waiting_mock(store: Store, slug: str | None) -> Session | None:
     """The newest ended mock whose follow-ups are not answered, or not marked yet."""
     for session in store.mock_sessions(slug):
-        record = store.mock(session.id)
+        record = store.mock_record(session.id)
         if session.status == "ended" and (record.answers is None or record.marks is None):
             return session
         if session.status == "ended":

@@ -381,6 +381,12 @@ class Store:
         followups, answers, marks, debrief = (None if v is None else json.loads(v) for v in row[1:5])
         return MockRecord(row[0], followups, answers, marks, debrief, row[5])
 
+    def mock_record(self, session_id: int) -> MockRecord:
+        """The record of a mock session, written when it starts (so never missing for one)."""
+        record = self.mock(session_id)
+        assert record is not None, f"session {session_id} is not a mock"
+        return record
+
     def update_mock(self, session_id: int, **fields: Any) -> None:
         """Set followups, answers, marks, debrief (JSON-encoded) or finished_at."""
         allowed = {"followups", "answers", "marks", "debrief", "finished_at"}

@@ -140,7 +140,7 @@ with torch.no_grad():
     ref_r = sequence_logprobs(model_logits(theta), rejected, answer)
 opt = torch.optim.SGD([theta], lr=1.0)
 history = {"loss": [], "chosen_rewards": [], "rejected_rewards": [], "p(answer 2)": []}
-for step in range(80):
+for _ in range(80):
     logits = model_logits(theta)
     loss, stats = dpo_loss(sequence_logprobs(logits, chosen, answer),
                            sequence_logprobs(logits, rejected, answer), ref_c, ref_r, beta=0.1)

@@ -36,8 +36,8 @@ ROOT = Path.cwd() if (Path.cwd() / "reference").is_dir() else Path(__file__).res
 sys.path.insert(0, str(ROOT))
 
 from grader.worker.measure import measure  # noqa: E402  (the storages meter the suite uses)
-from reference.flash_attn import combine_partials, flash_attention, flash_decode, split_ranges  # noqa: E402
-from reference.mha import attention as dense_attention  # noqa: E402
+from reference.flash_attn import combine_partials, flash_attention, flash_decode, split_ranges  # noqa: E402 - sys.path first
+from reference.mha import attention as dense_attention  # noqa: E402 - sys.path first
 
 torch.manual_seed(0)
 SHOW = matplotlib.get_backend().lower() != "agg"

@@ -32,7 +32,7 @@ import matplotlib.pyplot as plt
 ROOT = Path.cwd() if (Path.cwd() / "reference").is_dir() else Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reference.kv_budget import (H100_SXM, H200, LLAMA3_70B, LLAMA3_8B, decode_step_time,  # noqa: E402
+from reference.kv_budget import (H100_SXM, H200, LLAMA3_70B, LLAMA3_8B, decode_step_time,  # noqa: E402 - sys.path first
                                  kv_bytes_per_token, max_concurrent_seqs, max_kv_tokens, param_count,
                                  prefill_time, weight_bytes)
 

@@ -32,7 +32,7 @@ import torch
 ROOT = Path.cwd() if (Path.cwd() / "reference").is_dir() else Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reference.mha import KVCache, MultiHeadAttention, attention, causal_lower_right  # noqa: E402
+from reference.mha import KVCache, MultiHeadAttention, attention, causal_lower_right  # noqa: E402 - sys.path first
 
 torch.manual_seed(0)
 SHOW = matplotlib.get_backend().lower() != "agg"

@@ -32,7 +32,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 sys.path.insert(0, str(Path.cwd().parent if Path.cwd().name == "notebooks" else Path.cwd()))
-from reference.paged_kv import PagedKVCacheAllocator, num_blocks_for  # noqa: E402
+from reference.paged_kv import PagedKVCacheAllocator, num_blocks_for
 
 rng = random.Random(0)
 

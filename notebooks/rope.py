@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt
 import torch
 
 sys.path.insert(0, str(Path.cwd().parent if Path.cwd().name == "notebooks" else Path.cwd()))
-from reference.rope import RotaryEmbedding, apply_rope, rope_inv_freq  # noqa: E402
+from reference.rope import RotaryEmbedding, apply_rope, rope_inv_freq
 
 torch.manual_seed(0)
 

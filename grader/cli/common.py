@@ -66,7 +66,8 @@ def kata_for_file(path: Path, cat: Catalog) -> Kata:
     kata = cat.by_module(path.stem)
     if kata is None:
         close = difflib.get_close_matches(path.stem.lower(), [k.module for k in cat.katas.values()], n=1)
-        slug = cat.by_module(close[0]).slug if close else "SLUG"
+        closest = cat.by_module(close[0]) if close else None
+        slug = closest.slug if closest is not None else "SLUG"
         raise KataError(f"cannot tell which kata {path.name} is for (its name is none of the katas' modules)",
                         hint=f"name the kata: `kata {_command_name()} {slug} --file {path}`"
                              + ("" if close else f", SLUG one of {', '.join(cat.katas)}"))

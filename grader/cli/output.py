@@ -45,7 +45,7 @@ def command_name() -> str | None:
         from typer._click.globals import get_current_context
     except ImportError:
         try:
-            from click import get_current_context
+            from click import get_current_context  # type: ignore[no-redef]  # the same function
         except ImportError:
             return None
     names = []
@@ -75,7 +75,7 @@ def handle_errors(fn: Callable) -> Callable:
             fail(exc.message, exc.hint)
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
-        except Exception as exc:  # noqa: BLE001 - the edge of the program
+        except Exception as exc:  # the edge of the program
             if _state["debug"]:
                 raise
             fail(f"internal error: {type(exc).__name__}: {exc}",

@@ -290,12 +290,12 @@ class JudgeEndpoint(Endpoint):
         self.measure_waited = self.waited_cpu_s
         self.measure_messages = 0
         self.measure_bytes = -self._channel_bytes()
-        self.measure_start = self.cpu.sample() if exact else None
+        self.measure_start = self.cpu.sample() if exact and self.cpu is not None else None
 
     def end_measure(self) -> tuple[dict[str, Any], float]:
         """The worker's share as the verdict may use it (grader/engine/measure_check.py),
         and the judge's own CPU seconds spent on the transport."""
-        end = self.cpu.sample() if self.measure_start is not None else None
+        end = self.cpu.sample() if self.measure_start is not None and self.cpu is not None else None
         share, waited = self.measure_share, self.waited_cpu_s - self.measure_waited
         per_message, per_byte = self.transport_cost or (0.0, 0.0)
         transport_s = self.measure_messages * per_message + (self.measure_bytes + self._channel_bytes()) * per_byte
@@ -428,7 +428,7 @@ class JudgeEndpoint(Endpoint):
     def _d_exception(self, tree: tuple, depth: int) -> Any:
         return self.decode_exception(tree[1])
 
-    DECODERS = {**Endpoint.DECODERS, Tag.HANDLE: _d_proxy, Tag.CALLBACK_REF: _d_callback,
+    DECODERS: dict[str, Callable[..., Any]] = {**Endpoint.DECODERS, Tag.HANDLE: _d_proxy, Tag.CALLBACK_REF: _d_callback,
                 Tag.EXCEPTION_VALUE: _d_exception, **modules.JUDGE_DECODERS}
 
     # ---------------------------------------------------------------- callbacks in
@@ -448,12 +448,13 @@ class JudgeEndpoint(Endpoint):
         # through the worker: it comes back as itself, not as a copy.
         token = next(self.handle_ids)
         self.errors_by_token[token] = exc
-        exc._kata_token = token
+        exc._kata_token = token  # type: ignore[attr-defined]  # read back by decode_exception
         return super().encode_exception(exc)
 
     def decode_exception(self, body: Any) -> BaseException:
         exc = super().decode_exception(body)
-        original = self.errors_by_token.get(getattr(exc, "_kata_token", None))
+        token = getattr(exc, "_kata_token", None)
+        original = self.errors_by_token.get(token) if token is not None else None
         if original is not None:
             return original
         if type(exc).__name__ == RNG_NOT_SYNCED and type(exc).__module__ == "grader.worker.serve":

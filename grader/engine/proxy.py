@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from grader.worker import codec
 from grader.worker.schema import TYPE_INFO, Op, check
@@ -163,22 +163,22 @@ def call_many(fn: Any, calls: list[tuple[tuple, dict]], clone_args: bool = False
     call gets its own copy of every tensor among its positional arguments, made where the
     call runs: a tensor passed to every call crosses once. Results are values: a list the
     candidate returns arrives as a copy, not as a shared object."""
-    calls = [(tuple(args), tuple(dict(kwargs).items())) for args, kwargs in calls]
+    pairs = [(tuple(args), tuple(dict(kwargs).items())) for args, kwargs in calls]  # kwargs as items
     if isinstance(fn, RemoteMethod):
         fn = fn._obj._kata_bridge.request(Op.GETATTR, fn._obj, fn._name)
     if isinstance(fn, RemoteObject):
         bridge = fn._kata_bridge
-        rows = _as_rows(calls) if clone_args else None
+        rows = _as_rows(pairs) if clone_args else None
         if rows is not None:
             got = bridge.request(Op.CALL_ROWS, fn, *rows)
         else:
             if clone_args:
-                calls = _single_use_tensors_as_copies(calls)
-            got = bridge.request(Op.CALL_MANY, fn, calls, clone_args)
-        if type(got) is not list or len(got) != len(calls):
+                pairs = _single_use_tensors_as_copies(pairs)
+            got = bridge.request(Op.CALL_MANY, fn, pairs, clone_args)
+        if type(got) is not list or len(got) != len(pairs):
             raise TypeError("call_many: the worker's answer does not fit the calls")
         return got
-    return [fn(*(codec.clone_tensors(args) if clone_args else args), **dict(kwargs)) for args, kwargs in calls]
+    return [fn(*(codec.clone_tensors(args) if clone_args else args), **dict(kwargs)) for args, kwargs in pairs]
 
 
 def _as_rows(calls: list) -> tuple | None:
@@ -270,8 +270,8 @@ def read_all(obj: Any, reads: list[tuple[str, tuple | None]]) -> list[tuple[bool
     return out
 
 
-def call_then_read(obj: Any, name: str, args: tuple, reads: list[tuple[str, tuple | None]] = (),
-                   result_reads: list[tuple[str, tuple | None]] = ()) -> tuple:
+def call_then_read(obj: Any, name: str, args: tuple, reads: Sequence[tuple[str, tuple | None]] = (),
+                   result_reads: Sequence[tuple[str, tuple | None]] = ()) -> tuple:
     """obj.name(*args), then `result_reads` on what it returned and `reads` on obj, as
     read_all makes them, whatever the call did: ((True, value) or (False, exception), the
     reads' outcomes, the result reads' outcomes; none of those when the call raised). One

@@ -43,6 +43,7 @@ class _Names:
         self.used: dict[str, int] = {module: 1, "torch": 1}  # never shadow the imports
         self.setup: list[str] = []
         self.imports: set[str] = set()  # modules the rendered literals need besides torch
+        self.module_proxy: Any = None  # the candidate's module, as the test's calls reached it
 
     def __call__(self, value: Any) -> str:
         """A nested value's literal (what the value table's renderers call)."""
@@ -123,7 +124,7 @@ def _module_literal(value: ModuleSnap, names: _Names) -> str:
     var = names.new_name(kind)
     if value.source is not None:
         names.imports.add(value.source.split(".")[0])
-        lines = [f"{var} = {value.source}"]
+        lines: list[str] | None = [f"{var} = {value.source}"]
     else:
         lines = _module_source(value.module, var) if value.module is not None else None
     if lines is None:
@@ -140,12 +141,12 @@ def render(transcript: Transcript | Segment, *, module: str, module_proxy: Any, 
     if not calls:
         return None
     names = _Names(module)
-    names.module_proxy = module_proxy  # type: ignore[attr-defined]
-    lines = [f"# Replays the calls of the failing example of {test} (seed {seed}).",
+    names.module_proxy = module_proxy
+    header = [f"# Replays the calls of the failing example of {test} (seed {seed}).",
              f"# Run it next to your {module}.py:  python this_file.py",
              "import torch" if _uses_torch(calls) else None,
              f"import {module}", ""]
-    lines = [line for line in lines if line is not None]
+    lines = [line for line in header if line is not None]
     if transcript.dropped:
         lines.append(f"# ({transcript.dropped} earlier calls not shown)")
     for call in calls:

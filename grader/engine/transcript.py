@@ -122,7 +122,7 @@ def current_example() -> Any:
         return None
     try:
         return _context_var.value
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - hypothesis internals: without them, one transcript per test
         return None
 
 
@@ -220,7 +220,8 @@ class Recorder:
 
     def returned(self, call: Call, op: str, result: Any) -> None:
         if op == Op.CALL_THEN_READ and type(result) is tuple and result:
-            ok, value = result[0] if type(result[0]) is tuple and len(result[0]) == 2 else (True, None)
+            outcome: tuple[bool, Any] = result[0] if type(result[0]) is tuple and len(result[0]) == 2 else (True, None)
+            ok, value = outcome
             if not ok:
                 call.note_raised(value)
             elif isinstance(value, RemoteObject):

@@ -233,7 +233,7 @@ def _manifest(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], path: Path
 
 def _extract(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], manifest: Manifest,
              path: Path, dest: Path) -> dict[str, Path]:
-    expected = {e.file: e for e in manifest.katas if not e.missing}
+    expected = {e.file: e for e in manifest.katas if not e.missing and e.file is not None}  # (always, when not missing)
     for name in infos:
         if name != MANIFEST and name not in expected:
             raise BundleError(f"{path.name}: unexpected member {_quoted(name)} (not in the manifest)")

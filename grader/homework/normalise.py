@@ -98,7 +98,7 @@ class DeadCode(ast.NodeTransformer):
             stmt = todo.pop()
             self.budget.tick()
             truth = _truth(stmt.test) if isinstance(stmt, (ast.If, ast.While)) else None
-            if truth is not None and (isinstance(stmt, ast.If) or not truth):
+            if truth is not None and isinstance(stmt, (ast.If, ast.While)) and (isinstance(stmt, ast.If) or not truth):
                 taken = stmt.body if truth and isinstance(stmt, ast.If) else stmt.orelse
                 todo.extend(reversed(taken))  # the branch taken, in place of the test
                 continue
@@ -119,12 +119,12 @@ class DeadCode(ast.NodeTransformer):
             return ast.copy_location(ast.Constant(value=f"<{len(items)} constants>"), node)
         return node
 
-    def visit_List(self, node: ast.List) -> ast.AST:
+    def visit_List(self, node: ast.List | ast.Tuple) -> ast.AST:
         return self._table(node) if isinstance(node.ctx, ast.Load) else self.generic_visit(node)
 
     visit_Tuple = visit_List
 
-    def visit_Set(self, node: ast.Set) -> ast.AST:
+    def visit_Set(self, node: ast.Set | ast.Dict) -> ast.AST:
         return self._table(node)
 
     visit_Dict = visit_Set

@@ -14,7 +14,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from grader.catalog import Catalog
 from grader.errors import KataError
@@ -65,7 +65,7 @@ def review(bundles: list[Path], homework: Homework, catalog: Catalog, *, seed: i
             try:
                 result = future.result()
             except Exception as exc:  # noqa: BLE001 - one unit's bug must not lose the roster
-                _, path, slug = plan[index]
+                _, path, slug = cast("tuple[int, Path, str]", plan[index])  # a unit to grade
                 result = {**rejected_result(homework, path, slug, seed, ""), "status": "error",
                           "problem": f"internal error while grading: {type(exc).__name__}: {exc}"}
             results[index] = result

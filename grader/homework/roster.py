@@ -56,7 +56,8 @@ def for_coach(text: str) -> str:
 
 def clean_failure(test: dict[str, Any], private_suite: str | None = None) -> dict[str, Any]:
     """A failed test as the report keeps it: capped, coach-worded, only the known keys."""
-    details = test.get("details") if isinstance(test.get("details"), dict) else {}
+    raw_details = test.get("details")
+    details = raw_details if isinstance(raw_details, dict) else {}
     return {"test": clip(test.get("test") or test.get("name") or "", MAX_NAME_CHARS),
             "level": test.get("level") if isinstance(test.get("level"), int) else 0,
             "category": clip(test.get("category") or "", 40),
@@ -114,7 +115,7 @@ def _row(homework: Homework, catalog: Catalog, result: dict[str, Any], now: floa
     kata = catalog.get(row.kata)
     row.num_levels, row.required_levels = len(kata.levels), hw_kata.required_levels
     row.time_limit_s = hw_kata.minutes * 60.0  # the coach's limit, not the one the bundle states
-    row.followups = list(kata.followups)
+    row.followups = [f.question for f in kata.followups]  # what str(f) gave the reports
     self_reported_into(row, result.get("self_reported") or {}, homework, kata, now)
     if status != "graded":
         return row

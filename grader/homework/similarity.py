@@ -285,5 +285,5 @@ def _statement_lines(tree: ast.Module) -> Counter:
     return Counter(line for line in lines if len(_TOKEN.findall(line)) >= _MIN_LINE_TOKENS)
 
 
-def _copy(node: ast.AST) -> ast.AST:
+def _copy(node: ast.AST) -> ast.stmt:
     return ast.parse(ast.unparse(node)).body[0]

@@ -138,7 +138,7 @@ def new_homework(catalog: Catalog, slugs: list[str], *, minutes: int | None, due
     """Build a homework from the command line's choices, validating every part."""
     if not slugs:
         raise HomeworkError("a homework needs at least one kata", hint="add --kata <slug> (see `kata list`)")
-    katas = []
+    katas: list[HomeworkKata] = []
     for slug in slugs:
         kata = catalog.get(slug)
         if any(k.slug == kata.slug for k in katas):

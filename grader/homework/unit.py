@@ -97,13 +97,13 @@ class GradingCache:
         with self._lock:
             future = self._futures.get(key)
             owner = future is None
-            if owner:
+            if future is None:
                 future = self._futures[key] = Future()
                 self.num_gradings += 1
         if owner:
             try:
                 future.set_result(run())
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - every waiter on this grading gets it
                 future.set_exception(exc)
         return future.result()
 
@@ -170,7 +170,7 @@ def _grade_into(result: dict[str, Any], grader: "_Grader", kata: Kata, homework:
         replay = card if claim.seed == seed else grader.grade(claim.seed)
         result["replay"] = {"seed": claim.seed, "score": replay.score, "passed": replay.passed,
                             "reproduces": _agrees(claim, replay)}
-    result["mismatch"] = replay is not None and not _agrees(claim, replay)
+    result["mismatch"] = replay is not None and claim is not None and not _agrees(claim, replay)
     result["private"] = [_private(grader, suite, seed) for suite in homework.suites_for(kata.slug)]
     _similarity_into(result, kata, source)
     shown, num_lines, cut = clip_source(source)
@@ -252,7 +252,7 @@ class _Grader:
     def grade(self, seed: int, suite: PrivateSuite | None = None) -> Scorecard:
         suite_key = hashlib.sha256(suite.source.encode()).hexdigest() if suite else "hidden"
         key = (self.kata.slug, self.sha256, seed, suite_key)
-        run = lambda: self._run(seed, suite)  # noqa: E731
+        run = lambda: self._run(seed, suite)  # noqa: E731 - called here or by the cache, once
         return self.cache.grade(key, run) if self.cache else run()
 
     def _run(self, seed: int, suite: PrivateSuite | None) -> Scorecard:

@@ -111,10 +111,11 @@ def _sample(fn: Callable[[], Any], min_time_s: float) -> float:
     return elapsed / loops
 
 
-def growth_exponent(run_at: Callable[[int], Callable[[], Any]], sizes: Sequence[int], *,
-                    timer: Callable[[Callable[[], Any]], float] = median_time_s) -> float:
+def growth_exponent(run_at: Callable[[int], Any], sizes: Sequence[int], *,
+                    timer: Callable[[Any], float] = median_time_s) -> float:
     """Slope of log(time) against log(size): about 1 for linear work, 2 for quadratic.
-    `run_at(n)` prepares a workload of size n and returns the callable to time."""
+    `run_at(n)` prepares a workload of size n and returns the callable to time (or what
+    `timer` takes: a suite with its own timer may return a pair to compare)."""
     xs, ys = [], []
     for n in sizes:
         xs.append(math.log(n))

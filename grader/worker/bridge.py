@@ -487,8 +487,9 @@ class Endpoint:
         self.registry.mark_synced(sid, gen)
         return gen
 
-    # Tag -> handler(endpoint, tree, depth), the tree's layout checked by decode first.
-    DECODERS: dict[str, Callable[["Endpoint", tuple, int], Any]] = {
+    # Tag -> handler(endpoint, tree, depth), the tree's layout checked by decode first; a
+    # subclass's handlers take that subclass (hence no narrower type than Callable[..., Any]).
+    DECODERS: dict[str, Callable[..., Any]] = {
         **{row.tag: row.decode for row in values.TYPES if row.tag and row.decode},  # by value
         Tag.REF: _d_ref, Tag.LIST: _d_list, Tag.DICT: _d_dict, Tag.SET: _d_set,
         Tag.LIST_COPY: _d_plain_list, Tag.DICT_COPY: _d_plain_dict, Tag.VERBATIM: _d_verbatim,
@@ -591,12 +592,12 @@ def _with_message(exc: BaseException, message: str) -> BaseException:
         new = sub(*exc.args)
         new._kata_message = message
         return new
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a class that cannot be subclassed keeps its own message
         return exc
 
 
 def _safe_repr(value: Any) -> str:
     try:
         return repr(value)[:200]
-    except BaseException:  # noqa: BLE001
+    except BaseException:  # noqa: BLE001 - a repr is candidate code: whatever it raises, a name
         return f"<{type(value).__name__}>"

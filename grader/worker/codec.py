@@ -272,7 +272,7 @@ def content_digest(t: Any) -> int | None:
         if data.dim() == 0:
             data = data.reshape(1)
         return hash(data.contiguous().view(_torch().uint8).numpy().tobytes())
-    except Exception:  # an exotic tensor: the version counter is all there is
+    except Exception:  # noqa: BLE001 - an exotic tensor: the version counter is all there is
         return None
 
 

@@ -222,8 +222,11 @@ def _without_dynamo_import(import_: Callable[[], Any]) -> Any:
     here is compiled, so the wrapper has nothing to disable."""
     import torch
 
+    def identity(fn: Any = None, recursive: bool = True) -> Any:
+        return fn if fn is not None else (lambda f: f)
+
     real = torch._disable_dynamo
-    torch._disable_dynamo = lambda fn=None, recursive=True: fn if fn is not None else (lambda f: f)
+    torch._disable_dynamo = identity
     try:
         return import_()
     finally:

@@ -21,7 +21,7 @@ import time
 import traceback
 import types
 from itertools import islice
-from typing import Any
+from typing import Any, Callable
 
 from . import codec, measure, modules
 from .bridge import Endpoint
@@ -141,7 +141,7 @@ class WorkerEndpoint(Endpoint):
         if known is None:
             is_class = isinstance(cls, type) and issubclass(cls, type)
             known = (next(self.type_ids), (cls.__qualname__, str(cls.__module__), is_class,
-                                          callable(getattr(cls, "__call__", None)) or is_class,
+                                          callable(getattr(cls, "__call__", None)) or is_class,  # noqa: B004 - callable instances
                                           sorted(_method_names(cls)) if not is_class else []))
             self.types[cls] = known
         return known
@@ -180,7 +180,7 @@ class WorkerEndpoint(Endpoint):
             stub = self.stubs[tree[1]] = Callback(self, tree[1])
         return stub
 
-    DECODERS = {**Endpoint.DECODERS, Tag.HANDLE_REF: _d_handle, Tag.BOUND_METHOD: _d_bound,
+    DECODERS: dict[str, Callable[..., Any]] = {**Endpoint.DECODERS, Tag.HANDLE_REF: _d_handle, Tag.BOUND_METHOD: _d_bound,
                 Tag.CALLBACK: _d_callback, **modules.WORKER_DECODERS}
 
     # ---------------------------------------------------------------- ops
@@ -279,7 +279,7 @@ class WorkerEndpoint(Endpoint):
             torch.autograd.backward(total, retain_graph=True)
         else:
             torch.autograd.backward(out, grad, retain_graph=True)
-        deltas = []
+        deltas: list[Any] = []  # a tensor, or None: nothing to add to the judge's .grad
         for sid, mirror, old in zip(sids, mirrors, before):
             if not isinstance(mirror, torch.Tensor) or mirror.grad is None:
                 deltas.append(None)
@@ -349,7 +349,7 @@ def _iter(ep: WorkerEndpoint, obj: Any) -> list:
     return items
 
 
-def _read_all(ep: WorkerEndpoint, obj: Any, reads: list) -> list:
+def _read_all(ep: WorkerEndpoint, obj: Any, reads: list) -> list | codec.Verbatim:
     """[(True, value) or (False, exception)] for each (name, args or None, kwargs): a method
     call, or an attribute read when args is None; one request for many reads of one object."""
     out = []
@@ -438,12 +438,12 @@ def _harness(ep: WorkerEndpoint, source: Any, name: Any, args: Any) -> Any:
     if code is None:
         code = _HARNESSES[source] = compile(source, "<the grader's harness>", "exec")
     namespace: dict[str, Any] = {"__name__": "kata_harness"}
-    exec(code, namespace)  # noqa: S102 - the judge's own code, never the candidate's
+    exec(code, namespace)  # the judge's own code, never the candidate's
     result = namespace[name](*args)
     return codec.Verbatim(result) if codec.plain_tree(result) else result
 
 
-_OPS = {
+_OPS: dict[str, Callable[..., Any]] = {
     Op.HARNESS: _harness,
     Op.CALL_MANY: _call_many,
     Op.CALL_ROWS: _call_rows,

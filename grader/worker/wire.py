@@ -39,10 +39,10 @@ class ReplyTooLarge(WireError):
 
 
 class _PlainUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:  # noqa: D102 - the whole point
+    def find_class(self, module: str, name: str) -> Any:  # the whole point
         raise pickle.UnpicklingError(f"frames carry plain data only, not {module}.{name}")
 
-    def persistent_load(self, pid: Any) -> Any:  # noqa: D102
+    def persistent_load(self, pid: Any) -> Any:
         raise pickle.UnpicklingError("frames carry no persistent ids")
 
 

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import math  # noqa: F401  (1 / math.sqrt(head_dim))
 
-import torch  # noqa: F401
+import torch  # noqa: F401  (for your solution)
 
-from slow_decode_model import TinyLM, generate_slow  # noqa: F401
+from slow_decode_model import TinyLM, generate_slow  # noqa: F401  (the kata's model and the slow loop)
 
 
 def generate(model: TinyLM, prompts: list[list[int]], max_new_tokens: int,

@@ -73,9 +73,9 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                      "hints_used": store.hints_shown(kata.slug, session.id)}
         levels = _levels_to_grade(kata, revealed_levels(store, running_mock), level)
         if not (as_json or json_stream):
-            shown = f", levels {', '.join(map(str, sorted(levels)))}" if levels else ""
+            levels_shown = f", levels {', '.join(map(str, sorted(levels)))}" if levels else ""
             output.console.print(f"grading [bold]{textsafe.markup(output.shown_path(path))}[/] against {kata.slug}'s "
-                                 f"hidden suite (seed {seed}{shown})")
+                                 f"hidden suite (seed {seed}{levels_shown})")
         with RunProgress(kata=kata.slug, suite="hidden", file=str(path), seed=seed, json_stream=json_stream,
                          quiet=as_json) as progress:
             card = grade_file(kata, path, seed=seed, on_event=progress.on_event, levels=levels, **extra)
@@ -84,7 +84,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
         if level is not None:
             data["only_level"] = level
         effect = plan_grade(store, session, kata, data) if session is not None and level is None else None
-        if effect is not None:
+        if effect is not None and session is not None:  # (an effect comes from a session)
             data["signal"] = effect.signal  # from the levels' pass times, this grade counted
             data["session"] = _session_block(session, kata, effect)
         store.record_attempt(data, source=source, session_id=session.id if session else None,
@@ -94,7 +94,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
         if shown and session is not None and statement is not None and levels:
             record_nudges(store, kata, statement, session.id, data, shown, levels)
         last_run.save(data, "grade")
-        ended = store.session(session.id) if effect is not None and effect.ended else None
+        ended = store.session(session.id) if session is not None and effect is not None and effect.ended else None
         if as_json or json_stream:
             if ended is not None and ended.is_mock:
                 data["mock"] = mock_cmd.coding_over(store, cat, ended, as_json=True)
@@ -106,7 +106,7 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
             output.console.print(ScorecardView(data))
             for note in missing_names_notes(data["notes"]):
                 output.console.print(f"[yellow]note:[/] {textsafe.markup(note)}")
-            if effect is not None:
+            if effect is not None and session is not None:
                 _say_session(store, cat, kata, session, effect, data, ended)
             elif level is not None and session is not None:
                 output.console.print(f"a grade of level {level} alone: your session's level times count "

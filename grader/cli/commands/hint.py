@@ -31,7 +31,7 @@ def hint(slug: OptionalSlugArg = None, level: LevelOpt = None) -> None:
             session = None
         revealed = revealed_levels(store, session)
         if level is not None:
-            target = _chosen_level(kata, level, revealed)
+            target: Level | None = _chosen_level(kata, level, revealed)
             why = "as asked"
         else:
             target, why = target_level(kata, store, session)
@@ -89,6 +89,6 @@ def target_level(kata: Kata, store: Store, session: Session | None) -> tuple[Lev
         open_level = next((lv for lv in allowed if clocks.get(lv.level) and clocks[lv.level].passed_at is None), None)
         return open_level, "the lowest level you have not passed yet"
     if attempts:
-        passed = {lv["level"] for lv in card["levels"] if lv["passed"]}
-        return next((lv for lv in allowed if lv.level not in passed), None), "the lowest level your last grade did not pass"
+        passed_levels = {lv["level"] for lv in card["levels"] if lv["passed"]}
+        return next((lv for lv in allowed if lv.level not in passed_levels), None), "the lowest level your last grade did not pass"
     return allowed[0], "nothing graded or checked yet"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -104,7 +104,7 @@ def status(homework_file: Annotated[Optional[Path], typer.Argument(
 
 def _status_row(hw: Homework, slug: str, store: Store) -> dict:
     sessions = [s for s in store.sessions_for_homework(hw.id) if s.kata == slug]
-    row = {"kata": slug, "state": "not started", "score": None, "time": "-",
+    row: dict[str, Any] = {"kata": slug, "state": "not started", "score": None, "time": "-",
            "late": hw.due is not None and hw.is_late(time.time())}
     if not sessions:
         return row

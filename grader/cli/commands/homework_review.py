@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.markup import escape
@@ -88,7 +88,7 @@ def assemble(results: Annotated[list[Path], typer.Argument(
     cat = catalog()
     hw = load_homework(homework_file, cat)
     units = read_unit_results(results, hw)
-    seeds = sorted({u.get("seed") for u in units if isinstance(u.get("seed"), int)})
+    seeds = sorted({u["seed"] for u in units if isinstance(u.get("seed"), int)})
     _report(hw, cat, units, seeds[0] if len(seeds) == 1 else None, html_out, as_json,
             extra={"seeds": seeds})
 
@@ -141,7 +141,7 @@ class _UnitProgress:
         self.enabled = enabled and output.console.is_terminal
         self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), console=output.console, transient=True)
-        self.task = None
+        self.task: Any = None  # rich's TaskID once started
 
     def __enter__(self) -> "_UnitProgress":
         if self.enabled:

@@ -91,7 +91,7 @@ def mock(slug: OptionalSlugArg = None, minutes: MinutesOpt = None, stop: StopOpt
             return _end_of_coding(store, cat, waiting, answers, as_json)
         # Without a slug, unanswered follow-ups come first; a slug starts a new mock.
         waiting = None if kata_slug else waiting_mock(store, None)
-        if waiting is not None and store.mock(waiting.id).answers is None:
+        if waiting is not None and store.mock_record(waiting.id).answers is None:
             return _end_of_coding(store, cat, waiting, None, as_json)
         _start(store, cat, kata_slug, minutes, as_json)
 
@@ -108,7 +108,7 @@ def _start(store: Store, cat: Catalog, slug: str | None, minutes: int | None, as
         raise KataError(f"{kata.slug} has a timed session open",
                         hint=f"`kata stop {kata.slug}` ends it, then `kata mock {kata.slug}`")
     for stale in store.mock_sessions(kata.slug):  # a mock never answered: its debrief as it stands
-        if stale.status == "ended" and store.mock(stale.id).debrief is None:
+        if stale.status == "ended" and store.mock_record(stale.id).debrief is None:
             store.update_mock(stale.id, debrief=build_debrief(store, stale, kata, cat), finished_at=clock.now())
     session = begin(kata, store, minutes or kata.minutes, force=True, mode="mock")
     statement = render(kata, 1, clarifications=False)  # the Ask; clarifications come through `kata ask`
@@ -159,13 +159,13 @@ def coding_over(store: Store, cat: Catalog, session: Session, as_json: bool) -> 
         return {"ended": session.end_reason}
     questions = _followups(store, cat, session)
     if not as_json:
-        output.console.print(f"\n[bold]The coding part is over[/] ({_END_WORDS.get(session.end_reason, '')}).")
+        output.console.print(f"\n[bold]The coding part is over[/] ({_END_WORDS.get(session.end_reason or '', '')}).")
         mock_view.print_questions(questions, answers_hint=True)
     return {"ended": session.end_reason, "followups": [q["question"] for q in questions]}
 
 
 def _followups(store: Store, cat: Catalog, session: Session) -> list[dict[str, Any]]:
-    record = store.mock(session.id)
+    record = store.mock_record(session.id)
     if record.followups is None:
         kata = cat.get(session.kata)
         chosen = choose_followups(kata, store, session, revealed_levels(store, session) or {1})
@@ -180,11 +180,11 @@ def _end_of_coding(store: Store, cat: Catalog, session: Session, answers_path: P
     keys, take any self-marks, then write and print the debrief."""
     kata = cat.get(session.kata)
     questions = _followups(store, cat, session)
-    record = store.mock(session.id)
+    record = store.mock_record(session.id)
     given = read_answers(answers_path, questions) if answers_path is not None else None
     scored_now = False  # answers or self-marks recorded by this call: their scores go on record
     if not as_json and record.answers is None:
-        output.console.print(f"\n[bold]The coding part is over[/] ({_END_WORDS.get(session.end_reason, '')}).")
+        output.console.print(f"\n[bold]The coding part is over[/] ({_END_WORDS.get(session.end_reason or '', '')}).")
     if record.answers is None and questions:
         if given is not None:
             answers = list(given.answers)
@@ -205,13 +205,14 @@ def _end_of_coding(store: Store, cat: Catalog, session: Session, answers_path: P
         raise KataError("your answers were recorded already, before the answer keys were shown; "
                         "only covered = [...] may be added now",
                         hint=f"keep each answer as it was in {answers_path} and add the covered points")
-    record = store.mock(session.id)
+    record = store.mock_record(session.id)
     key_shown = False
     if record.marks is None and questions:
         if given is not None and given.covered is not None:
             store.update_mock(session.id, marks=[None if c is None else list(c) for c in given.covered])
             scored_now = True
         elif interactive() and not as_json and given is None:
+            assert record.answers is not None  # recorded above, or this call has returned
             store.update_mock(session.id, marks=_ask_marks(questions, record.answers))
             key_shown = scored_now = True
     debrief = build_debrief(store, session, kata, cat)
@@ -269,7 +270,9 @@ def _reprint(store: Store, cat: Catalog, which: str | None, as_json: bool) -> No
     session id `which`, or the latest of the kata `which`."""
     session = _finished_mock(store, cat, which)
     kata = cat.get(session.kata)
-    debrief = debrief_to_reprint(store, session, kata, cat, store.mock(session.id).debrief)
+    stored = store.mock_record(session.id).debrief
+    assert stored is not None  # _finished_mock returns a mock with its debrief
+    debrief = debrief_to_reprint(store, session, kata, cat, stored)
     timeline = build_timeline(store, session, kata)
     if as_json:
         output.print_json({"kata": kata.slug, "session_id": session.id, "debrief": {**debrief, "timeline": timeline}})

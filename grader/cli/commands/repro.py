@@ -179,7 +179,7 @@ def _same_dir(a: Path, b: Path) -> bool:
 def _refuse_to_replace_a_solution(dest: Path, solution: Path, module: str) -> None:
     if dest.resolve() == solution.resolve() or dest.name == f"{module}.py":
         raise KataError(f"{dest} is (or would shadow) your solution; the snippet must go to another file",
-                        hint=f"leave out -o to write repro_<test>.py next to it, or `-o repro.py`")
+                        hint="leave out -o to write repro_<test>.py next to it, or `-o repro.py`")
 
 
 def _write(dest: Path, text: str) -> Path | None:

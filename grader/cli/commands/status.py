@@ -17,9 +17,9 @@ def status(as_json: JsonOpt = False) -> None:
     cat = catalog()
     rows = []
     with Store() as store:
-        for s in store.active_sessions():
-            s = expire_if_due(store, s)
-            if s.status != "active" or s.kata not in cat.katas:
+        for active in store.active_sessions():
+            s = expire_if_due(store, active)
+            if s is None or s.status != "active" or s.kata not in cat.katas:
                 continue
             kata = cat.katas[s.kata]
             levels = pacing(level_clocks(store, s, kata), clock.now(), {lv.level: lv.name for lv in kata.levels})

@@ -89,7 +89,7 @@ def _v2(**kata: Any) -> Callable[[dict], dict]:
     return apply
 
 
-MALFORMED: dict[str, tuple[Callable[[dict], dict | str], str]] = {
+MALFORMED: dict[str, tuple[Callable[[dict], Any], str]] = {  # the edit may make any JSON value
     "format 3": (_top("format", 3), "format: must be one of 1, 2, not 3"),
     "format 2 without first passes": (_v2(levels=None), "levels: missing (format 2"),
     "first passes not a list": (_v2(levels={"1": 600}), "levels: must be a list"),
