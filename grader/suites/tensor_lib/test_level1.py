@@ -355,6 +355,7 @@ def test_value_errors_of_views(solution):
     expect_error(lambda: x.reshape(-1, -1), ValueError, "x.reshape(-1, -1)")
     expect_error(lambda: x.reshape(4, -1), ValueError, "x.reshape(4, -1) of a (2, 3) tensor")
     expect_error(lambda: x.reshape(-2, -3), ValueError, "x.reshape(-2, -3) of a (2, 3) tensor (a size below -1)")
+    expect_error(lambda: x.reshape(-2, -1), ValueError, "x.reshape(-2, -1) of a (2, 3) tensor (a size below -1)")
     empty = solution.Tensor([]).reshape(2, 0, 3)
     expect_error(lambda: empty.reshape(-1, -1), ValueError, "reshape(-1, -1) of a (2, 0, 3) tensor")
     expect_error(lambda: empty.reshape(0, -1), ValueError, "reshape(0, -1) of a (2, 0, 3) tensor (-1 could be anything)")
