@@ -197,6 +197,16 @@ def test_a_later_call_into_a_function_that_hung_is_not_run_and_the_worker_is_kep
     assert other.passed
 
 
+def test_code_too_slow_for_an_efficiency_test_still_answers_the_small_calls_of_others():
+    """A call cut in an efficiency test (a big workload on purpose) marks nothing as hung:
+    the same function, correct but slow, is still called by the next test and passes it."""
+    outcome = run_suite(FIXTURES / "efficiency_cut_suite.py", FIXTURES / "counts_up_to_add.py", "toy", 1,
+                        test_timeout_s=2.0, total_timeout_s=120.0)
+    tests = by_name(outcome)
+    assert not tests["test_add_big"].passed
+    assert tests["test_add_small"].passed, tests["test_add_small"].message
+
+
 def test_a_hang_in_level_1_ends_the_whole_grade_quickly(tmp_path):
     """Issue 42: paged-kv's allocate loops forever. Every later test that calls allocate is
     answered at once instead of being probed and costing a worker restart: the grade ends

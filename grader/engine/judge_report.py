@@ -82,9 +82,11 @@ def stuck_or_crash(worker: JudgeWorker, known_hangs: dict[str, str], exc: BaseEx
              for ln, fn in frames[:3]]
     where = "where your code was when it was stopped (innermost first):\n" + "\n".join(shown)
     # A later call entering the candidate's code the way the stuck call did is answered at
-    # once (HungFunction), as `not run`, and costs no worker restart.
+    # once (HungFunction), as `not run`, and costs no worker restart. Not after an efficiency
+    # test: its workload is large on purpose, and code too slow for it (cut at its call
+    # limit) may still answer every small call of the other tests.
     entered = worker.last_endpoint.entered if worker.last_endpoint is not None else None
-    if entered is not None:
+    if entered is not None and metadata(item)["category"] != "efficiency":
         (line, function) = frames[0]
         worker.hung_functions.setdefault(entered, HangSite(function, line, item.name, where))
     return where, None
