@@ -79,7 +79,7 @@ def test_a_second_repro_backs_up_a_changed_file_and_never_writes_over_the_soluti
 def test_unknown_or_passing_tests_get_a_suggestion(tmp_path):
     stub = tmp_path / "paged_kv.py"
     shutil.copy(kata("paged-kv").stub_path, stub)
-    invoke("check", "--file", str(stub))
+    invoke("check", "--all", "--file", str(stub))  # --all: past the first failing example
     typo = invoke("repro", "paged-kv", "--test", "test_error")
     assert typo.exit_code == 2 and "did you mean test_errors?" in typo.output
     printed = invoke("repro", "paged-kv", "--test", "test_errors", "-o", "-")
