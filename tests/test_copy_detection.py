@@ -30,7 +30,12 @@ CORPUS = REPO_ROOT / "tests" / "corpus"
 # Corpus files that are the reference with a line or two changed, made to check the suite
 # accepts a variant: as a submission each is a copy, and is flagged (the test below checks
 # that each really is a near-verbatim edit, so this list cannot hide a false alarm).
-EDITS_OF_THE_REFERENCE = {"mha/correct_einsum.py": "the reference with its two matmuls written as einsum"}
+EDITS_OF_THE_REFERENCE = {
+    "mha/correct_einsum.py": "the reference with its two matmuls written as einsum",
+    "tensor_lib/correct_creation_order_array.py": "the reference on an array('d') storage, backward in creation order",
+    "tensor_lib/correct_index_broadcast.py": "the reference broadcasting by index arithmetic",
+    "tensor_lib/correct_kahn_and_product.py": "the reference with Kahn's order and itertools.product positions",
+}
 
 
 def _measure(module: str, source: str):
