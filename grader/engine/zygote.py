@@ -294,7 +294,11 @@ def _judge(args: list[str], env: dict[str, str], cwd: str, cpus: list[int] | Non
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # As a started judge finds it: Python installs its KeyboardInterrupt handler unless
+        # SIGINT came in ignored (a background job of a shell without job control), and the
+        # zygote, started the same way, kept what it came in with.
+        if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.dup2(out_fd, 1)
