@@ -5,6 +5,7 @@ syncs, new storages, execution time and growth rates) for efficiency tests."""
 from __future__ import annotations
 
 import math
+import traceback
 from typing import Any, Sequence
 
 import torch
@@ -24,6 +25,18 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 
 def tolerance(dtype: torch.dtype) -> tuple[float, float]:
     return TOLERANCES.get(dtype, TOLERANCES[torch.float32])
+
+
+_NOT_CANDIDATE = ("/grader/", "/reference/", "site-packages", "/torch/", "<")
+
+
+def candidate_lines(exc: BaseException) -> str | None:
+    """Where in the candidate's file the exception came from (best effort: the frames
+    outside the grader, the reference and installed packages)."""
+    lines = [f"line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
+             for f in traceback.extract_tb(exc.__traceback__)
+             if not any(part in f.filename for part in _NOT_CANDIDATE)]
+    return "in your file: " + " / ".join(lines[-2:]) if lines else None
 
 
 @st.composite

@@ -11,13 +11,12 @@ an invariance). Expected values are the reference computed in float64, cast to q
 from __future__ import annotations
 
 import copy
-import traceback
 from typing import Any, Callable
 
 import torch
 
 from grader.protocol import PropertyFailure, call, expect
-from grader.suites._common import check_close
+from grader.suites._common import candidate_lines, check_close
 
 # ------------------------------------------------------------------------------ rendering
 
@@ -41,7 +40,6 @@ def _values(t: torch.Tensor) -> Any:
     if t.dtype == torch.bool or not t.is_floating_point():
         return t.tolist()
     return t.double().round(decimals=5).tolist()  # python floats: 2.0, -inf
-
 
 
 class _Float:
@@ -79,18 +77,6 @@ def close(got: Any, expected: torch.Tensor, prop: str, *, input: Any, **toleranc
                               got=readable(got), note=exc.note) from None
 
 
-def _candidate_lines(exc: BaseException) -> str | None:
-    """Where in the candidate's file the exception came from (best effort: the frames
-    outside the grader, the reference and installed packages)."""
-    lines = [f"line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
-             for f in traceback.extract_tb(exc.__traceback__)
-             if not any(part in f.filename for part in _NOT_CANDIDATE)]
-    return "in your file: " + " / ".join(lines[-2:]) if lines else None
-
-
-_NOT_CANDIDATE = ("/grader/", "/reference/", "site-packages", "/torch/", "<")
-
-
 def guarded(fn: Callable[..., Any], *args: Any, what: str, input: Any, **kwargs: Any) -> Any:
     """call(fn, ...), with an exception from the candidate's code turned into a failure that
     shows the input that made it raise (a bare traceback line does not)."""
@@ -101,7 +87,7 @@ def guarded(fn: Callable[..., Any], *args: Any, what: str, input: Any, **kwargs:
     except Exception as exc:  # any exception of candidate code is the verdict
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise PropertyFailure(f"{what} raised {type(exc).__name__}" + (f": {text}" if text else ""),
-                              input=readable(input), note=_candidate_lines(exc)) from exc
+                              input=readable(input), note=candidate_lines(exc)) from exc
 
 
 def shown(case: dict, **kwargs: Any) -> dict:

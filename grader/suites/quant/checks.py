@@ -13,13 +13,12 @@ copies, so a later call cannot rewrite an earlier result.
 
 from __future__ import annotations
 
-import traceback
 from typing import Any, Callable
 
 import torch
 
 from grader.protocol import PropertyFailure, call, expect
-from grader.suites._common import check_close
+from grader.suites._common import candidate_lines, check_close
 
 TIE_SLACK = 1e-4
 SCALE_RTOL = 1e-6
@@ -55,16 +54,6 @@ def readable(value: Any) -> Any:
     return value
 
 
-_NOT_CANDIDATE = ("/grader/", "/reference/", "site-packages", "/torch/", "<")
-
-
-def _candidate_lines(exc: BaseException) -> str | None:
-    lines = [f"line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
-             for f in traceback.extract_tb(exc.__traceback__)
-             if not any(part in f.filename for part in _NOT_CANDIDATE)]
-    return "in your file: " + " / ".join(lines[-2:]) if lines else None
-
-
 def kept(result: Any) -> Any:
     if isinstance(result, torch.Tensor):
         return result.detach().clone()
@@ -85,7 +74,7 @@ def guarded(fn: Callable[..., Any], *args: Any, what: str, input: Any, **kwargs:
     except Exception as exc:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise PropertyFailure(f"{what} raised {type(exc).__name__}" + (f": {text}" if text else ""),
-                              input=readable(input), note=_candidate_lines(exc)) from exc
+                              input=readable(input), note=candidate_lines(exc)) from exc
 
 
 def expect_tensor(got: Any, shape: tuple[int, ...], dtype: torch.dtype, prop: str, *, input: Any) -> None:

@@ -14,13 +14,12 @@ gets clones of x and positions (test_input_not_modified checks in-place edits se
 from __future__ import annotations
 
 import copy
-import traceback
 from typing import Any, Callable
 
 import torch
 
 from grader.protocol import PropertyFailure, call, expect
-from grader.suites._common import check_close
+from grader.suites._common import candidate_lines, check_close
 
 ANGLE_ERR_PER_POSITION = 1e-7  # float32 angle error per unit of position
 HALF_ATOL = 2e-2  # bf16/fp16 results vs float32, relative to max(1, max |x|) (statement)
@@ -52,7 +51,6 @@ class _Readable:
         return f"tensor({'first values ' if t.numel() > 64 else ''}{values}{', ...' if t.numel() > 64 else ''}, {meta})"
 
 
-
 class _Float:
     """A float shown as Python writes it ("0.0", "1e-05"), not rounded to "0"."""
 
@@ -75,18 +73,6 @@ def readable(value: Any) -> Any:
     return value
 
 
-def _candidate_lines(exc: BaseException) -> str | None:
-    """Where in the candidate's file the exception came from (best effort: the frames
-    outside the grader, the reference and installed packages)."""
-    lines = [f"line {f.lineno}, in {f.name}: {(f.line or '').strip()}"
-             for f in traceback.extract_tb(exc.__traceback__)
-             if not any(part in f.filename for part in _NOT_CANDIDATE)]
-    return "in your file: " + " / ".join(lines[-2:]) if lines else None
-
-
-_NOT_CANDIDATE = ("/grader/", "/reference/", "site-packages", "/torch/", "<")
-
-
 def guarded(fn: Callable[..., Any], *args: Any, what: str, input: Any, **kwargs: Any) -> Any:
     """call(fn, ...), with an exception from the candidate's code turned into a failure that
     shows the input that made it raise (a bare traceback line does not)."""
@@ -97,7 +83,7 @@ def guarded(fn: Callable[..., Any], *args: Any, what: str, input: Any, **kwargs:
     except Exception as exc:  # any exception of candidate code is the verdict
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise PropertyFailure(f"{what} raised {type(exc).__name__}" + (f": {text}" if text else ""),
-                              input=readable(input), note=_candidate_lines(exc)) from exc
+                              input=readable(input), note=candidate_lines(exc)) from exc
 
 
 def shown(x: torch.Tensor, positions: torch.Tensor, **kwargs: Any) -> dict:
