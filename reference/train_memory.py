@@ -33,7 +33,7 @@ try:
     from train_memory_model import IGNORE_INDEX, TinyLM  # the kata's support file
 except ModuleNotFoundError:  # outside the grader (a notebook, the project's tests)
     from grader.catalog import KATAS_DIR
-    from grader.engine.loading import import_from_path
+    from grader.worker.loading import import_from_path
 
     import_from_path(KATAS_DIR / "train_memory" / "train_memory_model.py", "train_memory_model")
     from train_memory_model import IGNORE_INDEX, TinyLM

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from grader.engine.loading import import_from_path
+from grader.worker.loading import import_from_path
 from grader.errors import KataError
 
 BENCH_SLUGS = ("mha", "flash-attn", "rope", "lora", "paged-kv", "scheduler", "sampling", "ppo", "quant", "train-memory")

@@ -65,7 +65,7 @@ def judge_session(config: pytest.Config) -> JudgeSession:
 def _import_support(paths: tuple[str, ...]) -> None:
     """The kata's support files, importable in the judge under their own names (as they are
     in the worker), so a suite can build e.g. the model it passes to the candidate."""
-    from grader.engine.loading import import_from_path
+    from grader.worker.loading import import_from_path
 
     for path in map(Path, paths):
         if path.stem not in sys.modules:

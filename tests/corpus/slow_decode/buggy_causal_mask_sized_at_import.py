@@ -14,7 +14,7 @@ try:
     from slow_decode_model import TinyLM, generate_slow  # noqa: F401  (the kata's support file)
 except ModuleNotFoundError:  # outside the grader (a notebook, the project's tests)
     from grader.catalog import KATAS_DIR
-    from grader.engine.loading import import_from_path
+    from grader.worker.loading import import_from_path
 
     import_from_path(KATAS_DIR / "slow_decode" / "slow_decode_model.py", "slow_decode_model")
     from slow_decode_model import TinyLM, generate_slow  # noqa: F401
