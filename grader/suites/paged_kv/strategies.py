@@ -7,8 +7,6 @@ the KV data each block holds (see paired.py), and through counts.
 
 from __future__ import annotations
 
-import os
-import traceback
 from typing import Any, Callable
 
 from hypothesis import strategies as st
@@ -52,22 +50,9 @@ def snapshot(alloc: Any, request_ids: Any) -> dict[str, Any]:
 
 
 def raised_text(exc: BaseException) -> str:
-    """"raised IndexError: pop from an empty deque (line 12 of your file: ...)"."""
+    """"raised IndexError: pop from an empty deque"."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    where = _candidate_line(exc)
-    return f"raised {type(exc).__name__}" + (f": {text}" if text else "") + (f" ({where})" if where else "")
-
-
-def _candidate_line(exc: BaseException) -> str | None:
-    """The last traceback line in the candidate's file, when it is known here."""
-    solution = os.environ.get("KATA_SOLUTION")
-    if not solution:
-        return None
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == solution]
-    if not frames:
-        return None
-    frame = frames[-1]
-    return f"line {frame.lineno} of your file, in {frame.name}: {(frame.line or '').strip()}"
+    return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
 
 
 def expect_raises(exc_type: type[BaseException], fn: Callable[[], Any], prop: str, *, input: Any) -> None:
