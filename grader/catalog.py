@@ -109,6 +109,26 @@ class Kata:
         return self.folder / "stub.py"
 
     @property
+    def cpp_stub_path(self) -> Path:
+        """The C++ stub (`--lang cpp`), where the kata offers one."""
+        return self.folder / "stub.cpp"
+
+    @property
+    def cpp_reference_path(self) -> Path:
+        return REFERENCE_DIR / "cpp" / f"{self.module}.cpp"
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """"py", and "cpp" where the kata ships a C++ stub."""
+        return ("py", "cpp") if self.cpp_stub_path.is_file() else ("py",)
+
+    def stub_for(self, path_or_lang: Path | str) -> Path:
+        """The stub of a language ("py", "cpp") or of a solution file's (by its suffix)."""
+        lang = path_or_lang if path_or_lang in ("py", "cpp") else (
+            "cpp" if str(path_or_lang).lower().endswith((".cpp", ".cc", ".cxx")) else "py")
+        return self.cpp_stub_path if lang == "cpp" else self.stub_path
+
+    @property
     def examples_path(self) -> Path:
         return self.folder / "examples.py"
 

@@ -7,10 +7,12 @@ import hashlib
 import os
 import secrets
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Collection
 
 from grader.catalog import Kata
+from grader.cpp.toolchain import is_cpp
 from grader.engine import precheck, suite_listing, time_limits
 from grader.engine.limits import Limits
 from grader.engine.report import Scorecard, build_scorecard
@@ -61,7 +63,8 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
           limits: Limits | None = None, test_timeout_s: float | None = None,
           total_timeout_s: float = DEFAULT_TOTAL_TIMEOUT_S, workdir: Path | None = None,
           levels: set[int] | None = None, per_test_limits: bool = True, jobs: int | None = None,
-          tests: Collection[str] | None = None, stop_at_first_failure: bool = False, **extra: Any) -> Scorecard:
+          tests: Collection[str] | None = None, stop_at_first_failure: bool = False,
+          sanitize: str | None = None, **extra: Any) -> Scorecard:
     """Grade `path` with the kata's hidden suite (or `suite`): a Scorecard, never an
     exception for anything the candidate's code does. `levels` runs only those levels'
     tests (a mock interview's revealed levels; a corpus check up to a bug's level); `tests`
@@ -76,7 +79,12 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
 
     A file that cannot load (a syntax error, nothing in it, none of the stub's names) fails
     every test at once from a compile check, no judge started (see precheck.py); a file
-    missing some of the names is graded, with a note naming them."""
+    missing some of the names is graded, with a note naming them.
+
+    A C++ file (.cpp) is compiled first (grader/cpp/build.py: in the sandbox, cached): a
+    compile error fails every test with the compiler's message; otherwise the suite drives
+    the built module. `sanitize` ("address" or "thread", C++ only) builds it with those
+    sanitizers and runs the worker under them; the efficiency tests are left out."""
     t0 = time.monotonic()
     source = read_solution(path)
     seed = new_seed() if seed is None else seed
@@ -85,11 +93,34 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
                        solution_sha256=hashlib.sha256(source.encode()).hexdigest(),
                        level_names={lv.level: lv.name for lv in kata.levels},
                        level_minutes={lv.level: lv.minutes for lv in kata.levels}, **extra)
-    loading = precheck.check_source(source, slug=kata.slug, stub=kata.stub_path, path=path,
-                                    unshown=_unshown_names(kata, levels))
+    notes: list[str] = []
+    graded_path, worker_env = path, None
+    if is_cpp(path):
+        built = _build_cpp(kata, path, sanitize)
+        loading = precheck.LoadCheck(error=built.error)
+        if built.module_path is not None:
+            graded_path = built.module_path
+        note = built.note()
+        if note:
+            notes.append(note)
+        if not built.contained:
+            notes.append("compiled outside a sandbox (bubblewrap is not available here)")
+        if sanitize and built.ok:
+            worker_env = _sanitizer_env(sanitize)
+            limits = replace(limits or Limits(), memory_bytes=None)  # the sanitizers reserve terabytes
+            tests = _without_efficiency(suite, tests)
+            notes.append(f"built with --sanitize {sanitize}: the efficiency tests were not run "
+                         "(the sanitizers slow code several times over)")
+    elif sanitize:
+        raise KataError("--sanitize is for C++ solutions (a .cpp file)",
+                        hint="grade the .py file without --sanitize")
+    else:
+        loading = precheck.check_source(source, slug=kata.slug, stub=kata.stub_path, path=path,
+                                        unshown=_unshown_names(kata, levels))
     if loading.error is not None:
         outcome = _unloadable(suite, path, kata, seed, loading.error, t0, on_event=on_event,
                               levels=levels, tests=tests, workdir=workdir)
+        outcome.notes[:0] = notes
         return build_scorecard(outcome, **card_fields)
     fixed = test_timeout_s is not None or ENV_TEST_TIMEOUT in os.environ
     timeout = test_timeout_s or float(os.environ.get(ENV_TEST_TIMEOUT, DEFAULT_TEST_TIMEOUT_S))
@@ -100,14 +131,43 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     # in one judge. An explicit `jobs` is taken as it is.
     jobs = grading_jobs(jobs) if jobs is not None else min(grading_jobs(), kata.judges if suite == kata.suite_path else 1)
     shards = time_limits.shards_for(durations, jobs, levels, tests)
-    outcome = run_suite(suite, path, kata.module, seed,
+    outcome = run_suite(suite, graded_path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
                         on_event=on_event, limits=limits, workdir=workdir, levels=levels,
                         test_limits=test_limits, call_limits=call_limits, support=kata.support_paths,
-                        shards=shards, tests=tests, stop_at_first_failure=stop_at_first_failure)
+                        shards=shards, tests=tests, stop_at_first_failure=stop_at_first_failure,
+                        sanitizer=sanitize if worker_env else None, worker_env=worker_env)
     if loading.note is not None:
         outcome.notes.insert(0, loading.note)
+    outcome.notes[:0] = notes
     return build_scorecard(outcome, **card_fields)
+
+
+def _build_cpp(kata: Kata, path: Path, sanitize: str | None) -> Any:
+    from grader.cpp import build, sanitizer
+
+    if sanitize is not None and sanitize not in sanitizer.KINDS:
+        raise KataError(f"--sanitize {sanitize!r} is not a sanitizer kata knows",
+                        hint=f"use one of: {', '.join(sanitizer.KINDS)}")
+    return build.build(path, kata.module, sanitize=sanitize)
+
+
+def _sanitizer_env(kind: str) -> dict[str, str]:
+    from grader.cpp import sanitizer, toolchain
+
+    found = toolchain.find()
+    env = sanitizer.worker_env(kind, found.compiler) if not isinstance(found, str) else found
+    if isinstance(env, str):
+        raise KataError(f"--sanitize {kind} cannot run here: {env}", hint="grade without --sanitize")
+    return env
+
+
+def _without_efficiency(suite: Path, tests: Collection[str] | None) -> Collection[str] | None:
+    listed = suite_listing.list_tests(suite)
+    if listed is None:
+        return tests
+    return [t["name"] for t in listed if t.get("category") != "efficiency"
+            and (tests is None or t["name"] in tests)]
 
 
 def _unshown_names(kata: Kata, levels: set[int] | None) -> frozenset[str]:

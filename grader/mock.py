@@ -83,10 +83,16 @@ def render_level(statement: Statement, level: int) -> str:
     return "\n\n".join(blocks) + "\n"
 
 
-def mock_stub(kata: Kata) -> str:
+def mock_stub(kata: Kata, lang: str = "py") -> str:
     """The file a mock starts from. The kata's stub declares every level's API, so a mock
     keeps only its imports and the code it hands over complete (e.g. the scheduler's Request
-    and Batch); the candidate writes level 1 from the statement, as in an interview."""
+    and Batch); the candidate writes level 1 from the statement, as in an interview.
+
+    In C++ (`lang` "cpp") it is the C++ stub without what its later levels declare (the
+    blocks between `// [level N]` and `// [/level N]`, N > 1): the binding a C++ candidate
+    needs is there for level 1 only; `kata mock` prints a level's blocks when it is revealed."""
+    if lang == "cpp":
+        return cpp_stub_for_levels(kata.cpp_stub_path.read_text(encoding="utf-8"), {1})
     source = kata.stub_path.read_text(encoding="utf-8")
     lines = source.splitlines()
     imports, given = [], []
@@ -104,6 +110,20 @@ def mock_stub(kata: Kata) -> str:
               'examples and `kata grade` grades them.\n"""')
     blocks = [header, "\n".join(imports), *given, "# Level 1: write it here (its API is in `kata show`)."]
     return "\n\n\n".join(b for b in blocks if b) + "\n"
+
+
+_CPP_LEVEL = re.compile(r"^[ \t]*// \[level (\d+)\][^\n]*\n(.*?)^[ \t]*// \[/level \1\][^\n]*\n", re.M | re.S)
+
+
+def cpp_stub_for_levels(source: str, levels: set[int]) -> str:
+    """The C++ stub with the blocks of the levels not in `levels` taken out (the markers of
+    those kept too)."""
+    return _CPP_LEVEL.sub(lambda m: m.group(2) if int(m.group(1)) in levels else "", source)
+
+
+def cpp_level_blocks(source: str, level: int) -> list[str]:
+    """The blocks a C++ stub declares for `level` (declarations, then the binding's lines)."""
+    return [m.group(2).rstrip() for m in _CPP_LEVEL.finditer(source) if int(m.group(1)) == level]
 
 
 # ----------------------------------------------------------------------------- follow-ups

@@ -91,8 +91,8 @@ def workspace_dir() -> Path:
     return current_workspace().solutions_dir
 
 
-def solution_path(kata: Kata) -> Path:
-    return workspace_dir() / f"{kata.module}.py"
+def solution_path(kata: Kata, lang: str = "py") -> Path:
+    return workspace_dir() / f"{kata.module}.{lang}"
 
 
 # ---------------------------------------------------------------------------- kata init
@@ -143,7 +143,7 @@ def differs_from_stub(kata: Kata, path: Path) -> bool:
     if not path.exists():
         return False
     try:
-        return path.read_bytes() != kata.stub_path.read_bytes()
+        return path.read_bytes() != kata.stub_for(path).read_bytes()
     except OSError:
         return True
 
@@ -171,9 +171,9 @@ def write_stub(kata: Kata, dest: Path, text: str | None = None) -> None:
     has backed up anything there)."""
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_suffix(".py.tmp")
+        tmp = dest.with_suffix(dest.suffix + ".tmp")
         if text is None:
-            shutil.copyfile(kata.stub_path, tmp)
+            shutil.copyfile(kata.stub_for(dest), tmp)
         else:
             tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, dest)  # atomic: a crash never leaves half a file

@@ -27,6 +27,15 @@ def judge_zygote(request, monkeypatch):
         monkeypatch.delenv(ENV_ZYGOTE, raising=False)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def cpp_build_cache(tmp_path_factory):
+    """One cache of compiled C++ solutions for the whole run (both xdist workers): each
+    corpus file compiles once, not once per seed (grader/cpp/build.py; KATA_HOME, and with it
+    the default cache, is a new folder for every test)."""
+    if "KATA_RESULTS" not in os.environ and "KATA_CPP_CACHE" not in os.environ:
+        os.environ["KATA_CPP_CACHE"] = str(tmp_path_factory.getbasetemp().parent / "cpp-cache")
+
+
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path, monkeypatch):
     home = tmp_path / "kata-home"

@@ -88,14 +88,17 @@ class CorpusManifest:
     correct: tuple[str, ...]
 
 
-def manifest_path(slug: str) -> Path:
-    return CORPUS_DIR / kata(slug).module / "corpus.toml"
+def manifest_path(slug: str, lang: str = "py") -> Path:
+    """tests/corpus/<module>/corpus.toml; the C++ corpus's is cpp/corpus.toml there, whose
+    `file` entries name files under cpp/ ("cpp/buggy_x.cpp": corpus_file finds them)."""
+    folder = CORPUS_DIR / kata(slug).module
+    return (folder / "cpp" if lang == "cpp" else folder) / "corpus.toml"
 
 
 @lru_cache(maxsize=None)
-def corpus_manifest(slug: str) -> CorpusManifest:
+def corpus_manifest(slug: str, lang: str = "py") -> CorpusManifest:
     """The kata's corpus.toml, checked for shape (not for what the suite does)."""
-    path = manifest_path(slug)
+    path = manifest_path(slug, lang)
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     buggy = []
     for i, raw in enumerate(data.get("buggy", [])):
@@ -113,19 +116,23 @@ def corpus_manifest(slug: str) -> CorpusManifest:
     return CorpusManifest(buggy=tuple(buggy), correct=correct)
 
 
-def buggy_params(slug: str) -> list:
+def _param_id(file: str) -> str:
+    return Path(file).stem if file.endswith(".py") else file.replace("/", "-")
+
+
+def buggy_params(slug: str, lang: str = "py") -> list:
     """pytest params (entry, seed) for every buggy file under every seed in SEEDS."""
     import pytest
 
-    return [pytest.param(entry, seed, id=f"{entry.file[:-3]}-seed{seed}")
-            for entry in corpus_manifest(slug).buggy for seed in SEEDS]
+    return [pytest.param(entry, seed, id=f"{_param_id(entry.file)}-seed{seed}")
+            for entry in corpus_manifest(slug, lang).buggy for seed in SEEDS]
 
 
-def correct_params(slug: str) -> list:
+def correct_params(slug: str, lang: str = "py") -> list:
     import pytest
 
-    return [pytest.param(name, seed, id=f"{name[:-3]}-seed{seed}")
-            for name in corpus_manifest(slug).correct for seed in SEEDS]
+    return [pytest.param(name, seed, id=f"{_param_id(name)}-seed{seed}")
+            for name in corpus_manifest(slug, lang).correct for seed in SEEDS]
 
 
 def rejection_problem(slug: str, entry: BuggyEntry, card: Scorecard) -> str | None:

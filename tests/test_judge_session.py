@@ -24,7 +24,8 @@ FULL = JudgeConfig(solution="/work/paged_kv.py", module="paged_kv", results_fd=7
                    test_limits={"test_a": 3.0}, call_limits={"test_a": 0.5}, max_examples=40, levels=(1, 3),
                    tests=("test_a", "test_b"), keep_tests=("test_a",), support=("/katas/model.py",),
                    load_error=None, limits=Limits(memory_bytes=2 * 1024**3, max_file_bytes=None, cpu_seconds=20),
-                   stop_at_first_failure=True)
+                   stop_at_first_failure=True, sanitizer="address",
+                   worker_env={"LD_PRELOAD": "/usr/lib/libasan.so", "ASAN_OPTIONS": "detect_leaks=0"})
 
 
 # ---------------------------------------------------------------------------- the configuration

@@ -32,12 +32,15 @@ from grader.bench.workloads import _CASES
 
 
 def run_bench(slug: str, solution_path: Path | None, device: str, repeats: int = 5,
-              quick: bool = False) -> list[dict[str, Any]]:
+              quick: bool = False, cpp_reference: Path | str | None = None) -> list[dict[str, Any]]:
     """Time the kata's fixed workload(s) for yours, the reference, the kernel and the built-in.
 
     Args:
         slug: one of BENCH_SLUGS.
-        solution_path: the candidate's file, or None for no "yours" row timing.
+        solution_path: the candidate's file (a C++ solution: its built module), or None for
+            no "yours" row timing.
+        cpp_reference: the C++ reference's built module (a "reference c++" row), or why
+            there is none.
         device: "cpu" or "cuda".
         repeats: timed repetitions; the median is reported.
         quick: tiny workloads and one call per timing (for tests).
@@ -60,7 +63,7 @@ def run_bench(slug: str, solution_path: Path | None, device: str, repeats: int =
     module_name = slug.replace("-", "_")
     previous = sys.modules.get(module_name)
     try:
-        impls = _load_impls(module_name, solution_path)
+        impls = _load_impls(module_name, solution_path, cpp_reference)
         rows = [_measure(case, device, repeats, quick)
                 for make_cases in _CASES[slug] for case in make_cases(impls, device, quick)]
     finally:  # the candidate's module was registered under the kata's name: put back what was there

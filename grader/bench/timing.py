@@ -43,8 +43,10 @@ class Case:
 # ----------------------------------------------------------------------------- loading
 
 
-def _load_impls(module_name: str, solution_path: Path | None) -> dict[str, ModuleType | str]:
-    """{"yours": module or why not, "reference": module or why not}."""
+def _load_impls(module_name: str, solution_path: Path | None,
+                cpp_reference: Path | str | None = None) -> dict[str, ModuleType | str]:
+    """{"yours": module or why not, "reference": module or why not}, and "reference c++"
+    (the C++ reference's built module, or why not) when `cpp_reference` is given."""
     impls: dict[str, ModuleType | str] = {}
     if solution_path is None:
         impls["yours"] = "no solution file given"
@@ -53,6 +55,13 @@ def _load_impls(module_name: str, solution_path: Path | None) -> dict[str, Modul
             impls["yours"] = import_from_path(Path(solution_path), module_name)
         except BaseException as exc:  # noqa: BLE001 - a broken solution is a row, not a crash
             impls["yours"] = f"importing {solution_path} failed: {_short(exc)}"
+    if isinstance(cpp_reference, str):
+        impls["reference c++"] = cpp_reference
+    elif cpp_reference is not None:
+        try:
+            impls["reference c++"] = import_from_path(cpp_reference, f"{module_name}")
+        except BaseException as exc:  # noqa: BLE001 - a row, not a crash
+            impls["reference c++"] = f"the C++ reference did not load: {_short(exc)}"
     try:
         impls["reference"] = importlib.import_module(f"reference.{module_name}")
     except Exception as exc:  # noqa: BLE001 - a reference being written is a note
@@ -133,7 +142,7 @@ def _impl_cases(workload: str, impls: dict[str, ModuleType | str], make_fn: Call
                 work: Mapping[str, float | None]) -> list[Case]:
     """A yours and a reference case, each ``make_fn(module)``; a failure to set up becomes a note."""
     cases = []
-    for impl in ("yours", "reference"):
+    for impl in [i for i in ("yours", "reference", "reference c++") if i in impls]:
         module = impls[impl]
         if isinstance(module, str):
             cases.append(Case(workload, impl, None, work, note=module))

@@ -20,6 +20,31 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object ins
 JsonStreamOpt = Annotated[bool, typer.Option(
     "--json-stream", help="Print JSON lines as the tests run: start, each result, end with the scorecard.")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Go ahead (your file is backed up first).")]
+LangOpt = Annotated[str, typer.Option(
+    "--lang", help="The language you write in: py (default) or cpp (C++17 with a pybind11 binding; "
+                   "paged-kv, scheduler, tensor-lib).")]
+
+
+def check_lang(kata: Kata, lang: str) -> str:
+    """`lang` ("py" or "cpp", any case; "python", "c++" too) where the kata offers it; a
+    KataError saying which languages it does offer otherwise. For C++, a missing compiler is
+    said (with how to get one) on stderr; the file is written all the same."""
+    chosen = {"python": "py", "c++": "cpp", "cxx": "cpp"}.get(lang.strip().lower(), lang.strip().lower())
+    if chosen not in ("py", "cpp"):
+        raise KataError(f"--lang {lang!r} is not a language kata grades", hint="use --lang py or --lang cpp")
+    if chosen not in kata.languages:
+        offered = [k.slug for k in catalog().katas.values() if "cpp" in k.languages]
+        raise KataError(f"{kata.slug} has no C++ version (yet)",
+                        hint=f"write it in Python (leave out --lang), or pick one with C++: {', '.join(offered)}")
+    if chosen == "cpp":
+        from grader.cpp.toolchain import missing
+
+        why = missing()
+        if why:
+            from grader.cli import output
+
+            output.err_console.print(f"[yellow]note:[/] C++ solutions cannot be graded on this machine yet: {why}")
+    return chosen
 
 
 def catalog() -> Catalog:

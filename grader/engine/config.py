@@ -53,6 +53,11 @@ class JudgeConfig:
     limits: Limits = field(default_factory=Limits)  # what the worker may use
     # Stop after the first failing test (`kata check`): the tests after it are not run.
     stop_at_first_failure: bool = False
+    # `kata grade --sanitize` of a C++ solution: "address" or "thread" (the worker's crash is
+    # read for the sanitizer's report), and the worker's extra environment (the runtime it
+    # preloads, the sanitizer's options).
+    sanitizer: str | None = None
+    worker_env: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.keep_tests is not None and self.drop_tests is not None:
@@ -64,6 +69,7 @@ class JudgeConfig:
         raw = {f.name: getattr(self, f.name) for f in fields(self)}
         raw["limits"] = self.limits.to_dict()
         raw["test_limits"], raw["call_limits"] = dict(self.test_limits), dict(self.call_limits)
+        raw["worker_env"] = dict(self.worker_env)
         return json.dumps(raw, sort_keys=True)
 
     def to_env(self) -> dict[str, str]:
@@ -126,6 +132,8 @@ _PARSE: dict[str, Any] = {
     "load_error": _optional(str),
     "limits": lambda value: Limits.from_dict(dict(value)),
     "stop_at_first_failure": bool,
+    "sanitizer": _optional(str),
+    "worker_env": lambda value: {str(k): str(v) for k, v in dict(value).items()},
 }
 
 

@@ -13,6 +13,7 @@ from grader.worker.bridge import CandidateExit
 
 MAX_MESSAGE_CHARS = 4000
 MAX_DETAIL_CHARS = 4000
+SANITIZERS = ("AddressSanitizer", "UndefinedBehaviorSanitizer", "ThreadSanitizer", "LeakSanitizer")
 
 
 class KataTimeout(BaseException):
@@ -91,7 +92,10 @@ def describe_failure(exc: BaseException | None, *, timeout_s: float = 0.0, stuck
     elif isinstance(inner, ReplyRefused):
         message = f"your code's process sent a reply the grader refuses to rebuild ({inner})"
     elif isinstance(inner, WorkerCrashed):
-        message = f"your code crashed the process it runs in ({crash or inner})"
+        if crash and crash.startswith(SANITIZERS):  # --sanitize: the report is the message
+            message = crash
+        else:
+            message = f"your code crashed the process it runs in ({crash or inner})"
         if stuck:
             details["where"] = stuck
     elif isinstance(inner, CandidateImportError):

@@ -64,6 +64,8 @@ def stuck_or_crash(worker: JudgeWorker, known_hangs: dict[str, str], exc: BaseEx
         return None, None
     if isinstance(inner, WorkerCrashed):
         how = process.exit_text() or None
+        if worker.config.sanitizer:  # the report the sanitizer printed as it ended the process
+            how = _sanitizer_report(process, worker.config.module) or how
         call = last_call_text(process)
         return (f"the last call into your code: {call}" if call else None), how
     if not isinstance(inner, KataTimeout):
@@ -90,6 +92,17 @@ def stuck_or_crash(worker: JudgeWorker, known_hangs: dict[str, str], exc: BaseEx
         (line, function) = frames[0]
         worker.hung_functions.setdefault(entered, HangSite(function, line, item.name, where))
     return where, None
+
+
+def _sanitizer_report(process: Any, module: str) -> str | None:
+    from grader.cpp.sanitizer import report
+
+    deadline = time.monotonic() + 1.0
+    while True:  # the process has ended; its last output may still be on its way
+        text = process.raw_output()
+        if "SUMMARY:" in text or time.monotonic() > deadline:
+            return report(text, f"{module}.cpp")
+        time.sleep(0.05)
 
 
 def last_call_text(process: Any) -> str | None:

@@ -48,8 +48,10 @@ class JudgeWorker:
 
     def spawn(self) -> None:
         if self.process is None and self.import_error is None and self.config.solution is not None:
+            extra = {"extra_env": dict(self.config.worker_env)} if self.config.worker_env else {}
             self.process = self.start_process(Path(self.config.solution), self.config.module, self.config.limits,
-                                              self.on_output, support=tuple(map(Path, self.config.support)))
+                                              self.on_output, support=tuple(map(Path, self.config.support)),
+                                              **extra)
             self.process.start()
             if not self.announced:
                 self.announced = True

@@ -19,6 +19,8 @@ from pathlib import Path
 _DYNAMIC_NAMES = frozenset({"globals", "locals", "vars", "exec", "eval", "__import__"})
 _MAX_NAMES_SHOWN = 8
 MISSING_NOTE_START = "your file does not define"
+# grader/cpp/build.py's note about warnings, and grader/grading.py's about --sanitize.
+SHOWN_NOTE_STARTS = (MISSING_NOTE_START, "the C++ compiler", "built with --sanitize")
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,9 @@ class LoadCheck:
 
 
 def missing_names_notes(notes: list[str]) -> list[str]:
-    """The notes of a scorecard that name missing names (the CLI shows these; a card's other
-    notes, about the sandbox, are for the coach)."""
-    return [n for n in notes if n.startswith(MISSING_NOTE_START)]
+    """The notes of a scorecard the CLI shows: names missing, the C++ compiler's warnings,
+    a --sanitize build's (a card's other notes, about the sandbox, are for the coach)."""
+    return [n for n in notes if n.startswith(SHOWN_NOTE_STARTS)]
 
 
 def check_source(source: str, *, slug: str, stub: Path | None = None, path: Path | None = None,

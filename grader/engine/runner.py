@@ -116,7 +116,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
               support: tuple[Path, ...] = (),
               shards: list[list[str]] | None = None,
               tests: Collection[str] | None = None,
-              load_error: str | None = None, stop_at_first_failure: bool = False) -> RunOutcome:
+              load_error: str | None = None, stop_at_first_failure: bool = False,
+              sanitizer: str | None = None, worker_env: dict[str, str] | None = None) -> RunOutcome:
     """Run `suite` against `solution` (registered as `module`) and return every result.
 
     on_event(kind, data) is called, as the judge reports them, with "collected" (data:
@@ -139,7 +140,8 @@ def run_suite(suite: Path, solution: Path, module: str, seed: int, *,
         max_examples=100 if max_examples is None else max_examples,
         levels=tuple(sorted(levels or ())), tests=tuple(sorted(tests)) if tests is not None else None,
         support=tuple(str(p.resolve()) for p in support), load_error=load_error,
-        limits=limits or Limits(), stop_at_first_failure=stop_at_first_failure)
+        limits=limits or Limits(), stop_at_first_failure=stop_at_first_failure,
+        sanitizer=sanitizer, worker_env=dict(worker_env or {}))
     if load_error is not None or stop_at_first_failure:
         shards = None  # nothing to share: no test runs, or the order of all of them matters
     with tempfile.TemporaryDirectory(prefix="kata-run-") as tmp:

@@ -77,16 +77,23 @@ def bwrap_available() -> str | None:
 
 
 def build(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits: Limits,
-          info_fd: int | None = None, support: tuple[Path, ...] = ()) -> WorkerCommand:
+          info_fd: int | None = None, support: tuple[Path, ...] = (),
+          extra_env: dict[str, str] | None = None) -> WorkerCommand:
     """The command that starts a worker for `solution` (registered as `module`), talking to
-    the judge on the socket `fds[0]` (and `fds[1]` for extra channels)."""
+    the judge on the socket `fds[0]` (and `fds[1]` for extra channels). `extra_env`: more
+    environment for the worker (a sanitizer's runtime and options, see grader/cpp)."""
     wanted = mode()
     why_not = bwrap_available() if wanted != "none" else "KATA_SANDBOX=none"
     if wanted == "bwrap" and why_not:
         raise RuntimeError(f"KATA_SANDBOX=bwrap, but {why_not}")
     if why_not is None:
-        return _bwrap(solution, module, fds, limits, info_fd, support)
-    return _plain(solution, module, fds, tmp, limits, why_not, support)
+        return _bwrap(solution, module, fds, limits, info_fd, support, extra_env or {})
+    return _plain(solution, module, fds, tmp, limits, why_not, support, extra_env or {})
+
+
+def _suffix(solution: Path) -> str:
+    name = solution.name
+    return name[name.index("."):] if name.endswith(".so") and "." in name else ".py"
 
 
 def _python() -> str:
@@ -187,9 +194,11 @@ def _grader_folders() -> list[str]:
 
 
 def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
-           info_fd: int | None, support: tuple[Path, ...]) -> WorkerCommand:
+           info_fd: int | None, support: tuple[Path, ...], extra_env: dict[str, str]) -> WorkerCommand:
     exe = shutil.which("bwrap") or "bwrap"
-    inside = f"/kata/solution/{module}.py"
+    # The candidate's file keeps its suffix: a compiled C++ solution is an extension module
+    # (module.cpython-311-x86_64-linux-gnu.so), which the worker imports by that suffix.
+    inside = f"/kata/solution/{module}{_suffix(solution)}"
     # A virtual environment is bound at a neutral path: the sandbox never sees where the
     # user keeps it (a home folder, a checkout). Python finds it from its own bin/python.
     venv = os.path.abspath(sys.prefix) if sys.prefix != sys.base_prefix else None
@@ -200,15 +209,7 @@ def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
 
     opts = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
             "--uid", "65534", "--gid", "65534", "--hostname", "kata-worker"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
-        if os.path.islink(top):
-            opts += ["--symlink", os.readlink(top), top]
-        elif os.path.isdir(top):
-            opts += ["--ro-bind", top, top]
-    opts += ["--ro-bind", "/usr", "/usr"]
-    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-                "/etc/alternatives", "/etc/nsswitch.conf"):
-        opts += ["--ro-bind-try", etc, etc]
+    opts += system_binds()
     opts += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
     roots = _python_roots()
     if venv:
@@ -228,7 +229,7 @@ def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
     for path in support:
         opts += ["--ro-bind", str(path.resolve()), f"/kata/support/{path.name}"]
     opts += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
-    env = {**_base_env(), "PYTHONPATH": "/kata"}
+    env = {**_base_env(), "PYTHONPATH": "/kata", **extra_env}
     for key, value in env.items():
         opts += ["--setenv", key, value]
     pass_fds = list(fds)
@@ -250,6 +251,23 @@ def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
                          contained=True, candidate_path=inside)
 
 
+def system_binds() -> list[str]:
+    """bwrap options binding the system's programs and libraries read-only (/usr, the /lib
+    folders or their links, what the dynamic loader reads in /etc): the worker's sandbox and
+    the C++ compiler's share them."""
+    opts: list[str] = []
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            opts += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            opts += ["--ro-bind", top, top]
+    opts += ["--ro-bind", "/usr", "/usr"]
+    for etc in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+                "/etc/alternatives", "/etc/nsswitch.conf"):
+        opts += ["--ro-bind-try", etc, etc]
+    return opts
+
+
 def _program_fd(program: bytes) -> int:
     """A pipe's read end holding `program` (bwrap reads it once at start)."""
     read_fd, write_fd = os.pipe()
@@ -259,7 +277,7 @@ def _program_fd(program: bytes) -> int:
 
 
 def _plain(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits: Limits,
-           why: str, support: tuple[Path, ...]) -> WorkerCommand:
+           why: str, support: tuple[Path, ...], extra_env: dict[str, str]) -> WorkerCommand:
     pkg_root = tmp / "pkg"
     target = pkg_root / "kata_worker"
     if not target.exists():
@@ -272,7 +290,7 @@ def _plain(solution: Path, module: str, fds: tuple[int, int], tmp: Path, limits:
     work = tmp / "cwd"
     work.mkdir(parents=True, exist_ok=True)
     env = {**_base_env(), "PYTHONPATH": str(pkg_root), "HOME": str(work), "TMPDIR": str(work),
-           "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+           "PATH": os.environ.get("PATH", "/usr/bin:/bin"), **extra_env}
     candidate = str(solution.resolve())
     return WorkerCommand(argv=[_python()] + _worker_args(module, candidate, fds, block=True,
                                                           support_dir=str(support_dir) if support else None), env=env,

@@ -28,12 +28,17 @@ from grader.engine.worker_cpu import WorkerCpu
 from grader.worker.wire import FramedSocket, PeerClosed, WireError
 
 _MAX_RAW_OUTPUT = 64_000
+# Where a sanitizer's report begins in the worker's output (grader/cpp/sanitizer.py reads it).
+_SANITIZER_REPORT = re.compile(rb"(?m)^(?:==\d+==|WARNING: ThreadSanitizer|\S+:\d+:\d+: runtime error: |"
+                               rb"AddressSanitizer: CHECK failed)")
 
 
 class WorkerProcess:
     def __init__(self, solution: Path, module: str, limits: Limits,
-                 on_output: Callable[[str, int], None], support: tuple[Path, ...] = ()) -> None:
+                 on_output: Callable[[str, int], None], support: tuple[Path, ...] = (),
+                 extra_env: dict[str, str] | None = None) -> None:
         self.solution, self.module, self.limits = solution, module, limits
+        self.extra_env = dict(extra_env or {})
         self.support = support
         self.on_output = on_output
         self.tmp = Path(tempfile.mkdtemp(prefix="kata-worker-"))
@@ -44,6 +49,7 @@ class WorkerProcess:
         self.raw_lock = threading.Lock()
         self.inner_pid: int | None = None
         self.dumping = False  # fd output after a stack-dump request is the dump, not the code's
+        self.reporting = False  # a sanitizer's report has begun: the rest is the report
         self._info_fd: int | None = None
         self._init_pid: int | None = None  # bwrap's init in the sandbox, whose child is Python
         self._main: socket.socket | None = None
@@ -62,7 +68,8 @@ class WorkerProcess:
         broker, broker_child = socket.socketpair()
         info_r, info_w = os.pipe()
         cmd = sandbox.build(self.solution, self.module, (main_child.fileno(), broker_child.fileno()),
-                            self.tmp, self.limits, info_fd=info_w, support=self.support)
+                            self.tmp, self.limits, info_fd=info_w, support=self.support,
+                            extra_env=self.extra_env)
         self.command = cmd
         try:
             self.proc = subprocess.Popen(cmd.argv, env=cmd.env, cwd=cmd.cwd, pass_fds=cmd.pass_fds,
@@ -91,7 +98,14 @@ class WorkerProcess:
             with self.raw_lock:
                 if len(self.raw) < _MAX_RAW_OUTPUT:
                     self.raw.extend(chunk[: _MAX_RAW_OUTPUT - len(self.raw)])
-            if not self.dumping:
+            if self.dumping or self.reporting:
+                continue
+            if "LD_PRELOAD" in self.extra_env:  # --sanitize: its report becomes the test's message
+                found = _SANITIZER_REPORT.search(chunk)
+                if found is not None:
+                    self.reporting = True
+                    chunk = chunk[:found.start()]
+            if chunk:
                 self.on_output(chunk.decode(errors="replace"), 0)
 
     def hello(self) -> tuple[bool, Any, JudgeEndpoint | None]:
@@ -178,6 +192,12 @@ class WorkerProcess:
         path = re.escape(self.candidate_path)
         return [(int(m.group(1)), m.group(2))
                 for m in re.finditer(rf'File "{path}", line (\d+) in (\S+)', dump)]
+
+    def raw_output(self) -> str:
+        """What the worker's process wrote to its own stdout/stderr (C-level writes, a
+        sanitizer's report), up to a cap."""
+        with self.raw_lock:
+            return bytes(self.raw).decode(errors="replace")
 
     def exit_text(self) -> str:
         if self.proc is None:

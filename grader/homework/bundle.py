@@ -129,7 +129,8 @@ def _entry(store: Store, kata: Kata, session: Any) -> tuple[dict[str, Any], str]
         path = Path(session.solution_path)
         source = path.read_text(encoding="utf-8") if path.is_file() else ""
         claimed, graded_at, time_used = None, None, session.elapsed_s
-    entry = {"slug": slug, "module": module, "missing": False, "file": f"solutions/{module}.py",
+    suffix = ".cpp" if str(session.solution_path).endswith(".cpp") else ".py"  # a C++ session's file
+    entry = {"slug": slug, "module": module, "missing": False, "file": f"solutions/{module}{suffix}",
              "sha256": hashlib.sha256(source.encode()).hexdigest(),
              "session_started_at": session.started_at, "session_ended_at": session.ended_at,
              "end_reason": session.end_reason, "graded_at": graded_at,
@@ -245,7 +246,8 @@ def _extract(zf: zipfile.ZipFile, infos: dict[str, zipfile.ZipInfo], manifest: M
         data = _read(zf, infos[name])
         if hashlib.sha256(data).hexdigest() != entry.sha256:
             raise BundleError(f"{path.name}: {name} does not match its sha256 in the manifest (altered?)")
-        target = dest / f"{entry.module}.py"  # a name we make, never one from the zip
+        suffix = ".cpp" if name.endswith(".cpp") else ".py"  # the manifest allows these two only
+        target = dest / f"{entry.module}{suffix}"  # a name we make, never one from the zip
         target.write_bytes(data)
         files[entry.slug] = target
     return files

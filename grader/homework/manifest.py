@@ -166,8 +166,8 @@ def _kata(raw: Any, at: str, version: int) -> KataEntry:
     if missing:
         return KataEntry(slug=slug, module=module, missing=True)
     file = entry.get("file")
-    if file != f"solutions/{module}.py":
-        raise ManifestError(f"{at}.file: must be solutions/{module}.py")
+    if file not in (f"solutions/{module}.py", f"solutions/{module}.cpp"):
+        raise ManifestError(f"{at}.file: must be solutions/{module}.py (or .cpp, a C++ solution)")
     sha256 = _text(entry.get("sha256"), f"{at}.sha256", 64)
     if not _SHA256.fullmatch(sha256):
         raise ManifestError(f"{at}.sha256: must be 64 lowercase hex digits")

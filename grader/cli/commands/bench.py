@@ -11,7 +11,7 @@ from rich.table import Table
 
 from grader import textsafe
 from grader.cli import output
-from grader.cli.common import JsonOpt, SlugArg, catalog
+from grader.cli.common import JsonOpt, LangOpt, SlugArg, catalog, check_lang
 from grader.errors import KataError
 from grader.workspace import solution_path
 
@@ -21,8 +21,11 @@ RepeatsOpt = Annotated[int, typer.Option("--repeats", min=1, max=100, help="Time
 
 
 def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeats: RepeatsOpt = 5,
-          as_json: JsonOpt = False) -> None:
-    """Time a fixed workload: yours, the reference, the GPU kernel and the PyTorch built-in."""
+          lang: LangOpt = "py", as_json: JsonOpt = False) -> None:
+    """Time a fixed workload: yours, the reference, the GPU kernel and the PyTorch built-in.
+
+    --lang cpp (or a .cpp --file): your C++ solution, built as `kata grade` builds it, against
+    the Python reference and the C++ reference."""
     from grader.bench import run_bench
 
     if device not in ("cpu", "cuda"):
@@ -33,11 +36,24 @@ def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeat
         if not torch.cuda.is_available():
             raise KataError("--device cuda needs a CUDA GPU, and torch sees none", hint="use --device cpu")
     kata = catalog().get(slug)
-    path = file if file is not None else solution_path(kata)
+    if file is not None and str(file).endswith(".cpp"):
+        lang = "cpp"
+    lang = check_lang(kata, lang)
+    path = file if file is not None else solution_path(kata, lang)
     if file is not None and not path.is_file():
         raise KataError(f"{path} does not exist" if not path.exists() else f"{path} is not a file",
-                        hint=f"pass the .py file you wrote, or leave out --file to bench {solution_path(kata)}")
-    rows = run_bench(kata.slug, path if path.is_file() else None, device, repeats=repeats)
+                        hint=f"pass the file you wrote, or leave out --file to bench {solution_path(kata, lang)}")
+    timed: Path | str | None = path if path.is_file() else None
+    cpp_reference: Path | str | None = None
+    if lang == "cpp":
+        timed = _built(kata.module, path, "yours") if path.is_file() else None
+        cpp_reference = _built(kata.module, kata.cpp_reference_path, "the C++ reference")
+    rows = run_bench(kata.slug, timed if isinstance(timed, Path) else None, device, repeats=repeats,
+                     cpp_reference=cpp_reference)
+    if isinstance(timed, str):
+        for row in rows:
+            if row.get("impl") == "yours":
+                row["note"] = timed
     if as_json:
         output.print_json({"kata": kata.slug, "device": device, "rows": rows})
         return
@@ -52,6 +68,19 @@ def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeat
     output.console.print(table)
     if not path.is_file():
         output.console.print(f"[dim]no solution at {escape(str(path))}; `kata start {kata.slug}` or --file to time yours[/]")
+
+
+def _built(module: str, source: Path, whose: str) -> Path | str:
+    """The built module of a C++ file (as `kata grade` builds it, cached), or why not."""
+    from grader.cpp import build
+
+    if not source.is_file():
+        return f"{whose}: {source} does not exist"
+    result = build.build(source, module)
+    if result.module_path is None:
+        first = (result.error or "").splitlines()
+        return f"{whose} did not build: {' '.join(first[:2])[:200]}"
+    return result.module_path
 
 
 def _num(value: object, suffix: str = "") -> str:

@@ -38,20 +38,33 @@ SeedOpt = Annotated[Optional[int], typer.Option(
 LevelOpt = Annotated[Optional[int], typer.Option(
     "--level", min=1, help="Grade this level alone (recorded as such; a session's level times count "
                            "full grades only).")]
+SanitizeOpt = Annotated[bool, typer.Option(
+    "--sanitize", help="C++ only: build with AddressSanitizer and UndefinedBehaviorSanitizer; a report "
+                       "(out-of-bounds, use after free, overflow) fails the test with its lines.")]
+SanitizeThreadsOpt = Annotated[bool, typer.Option(
+    "--sanitize-threads", help="C++ only: build with ThreadSanitizer; a data race fails the test with its lines.")]
 
 
 def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = None, level: LevelOpt = None,
+          sanitize: SanitizeOpt = False, sanitize_threads: SanitizeThreadsOpt = False,
           as_json: JsonOpt = False, json_stream: JsonStreamOpt = False) -> None:
     """Grade a solution with the hidden suite. Exit 0 when every test passes, 1 otherwise.
 
     In a session, grade as often as you like: the session stays open until every level
     passes (or `kata stop`). During a mock only the revealed levels are graded. With
     --level N only level N's tests run: faster, recorded as a grade of that level, and it
-    passes no level of the session (its level times count full grades only)."""
+    passes no level of the session (its level times count full grades only).
+
+    A C++ solution (.cpp, `kata start SLUG --lang cpp`) is compiled first, inside the
+    sandbox, and cached; --sanitize / --sanitize-threads build it with sanitizers."""
     from grader.engine.precheck import missing_names_notes  # the engine: imported when a command grades,
     from grader.grading import new_seed, read_solution  # not when the CLI starts
 
     json_modes(as_json, json_stream)
+    if sanitize and sanitize_threads:
+        raise KataError("--sanitize and --sanitize-threads cannot be combined (the two runtimes exclude each other)",
+                        hint="grade once with each")
+    sanitizer = "address" if sanitize else "thread" if sanitize_threads else None
     cat = catalog()
     with Store() as store:
         if file is not None and slug is None:
@@ -78,6 +91,8 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
                                  f"hidden suite (seed {seed}{levels_shown})")
         with RunProgress(kata=kata.slug, suite="hidden", file=str(path), seed=seed, json_stream=json_stream,
                          quiet=as_json) as progress:
+            if sanitizer is not None:
+                extra["sanitize"] = sanitizer
             card = grade_file(kata, path, seed=seed, on_event=progress.on_event, levels=levels, **extra)
         data = card.to_dict()
         statement, shown = _nudges(kata, data, levels) if session is not None and session.is_mock else (None, {})
@@ -169,6 +184,14 @@ def _say_session(store: Store, cat, kata: Kata, session: Session, effect: GradeE
     mock_view.print_pacing(data["session"]["levels"])
     if effect.revealed is not None:
         mock_view.print_revealed(effect.revealed, data["session"]["revealed_level"]["statement"])
+        if session.solution_path.endswith(".cpp") and kata.cpp_stub_path.is_file():
+            from grader.mock import cpp_level_blocks
+
+            blocks = cpp_level_blocks(kata.cpp_stub_path.read_text(encoding="utf-8"), effect.revealed)
+            if blocks:
+                output.console.print(f"C++: level {effect.revealed}'s declarations and binding lines, "
+                                     "for your file (the binding's go inside PYBIND11_MODULE):")
+                output.console.print(escape("\n\n".join(blocks)), soft_wrap=True, highlight=False)
         return
     if ended is not None and ended.is_mock:
         mock_cmd.coding_over(store, cat, ended, as_json=False)

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from grader.cli import output
 from grader.cli.commands.start import begin
-from grader.cli.common import JsonOpt, catalog
+from grader.cli.common import JsonOpt, LangOpt, catalog, check_lang
 from grader.errors import KataError
 from grader.homework.bundle import build_bundle, submitter
 from grader.homework.spec import Homework, load_homework
@@ -24,8 +24,10 @@ HomeworkArg = Annotated[Path, typer.Argument(help="The homework file (.toml) fro
 
 def start(homework_file: HomeworkArg,
           slug: Annotated[Optional[str], typer.Argument(help="Which kata (default: the next not started).")] = None,
-          force: Annotated[bool, typer.Option("--force", help="Back up and replace a changed solution file.")] = False) -> None:
-    """Record the homework and start the timed session of its next kata."""
+          force: Annotated[bool, typer.Option("--force", help="Back up and replace a changed solution file.")] = False,
+          lang: LangOpt = "py") -> None:
+    """Record the homework and start the timed session of its next kata (--lang cpp: in C++,
+    where the kata has a C++ version)."""
     cat = catalog()
     hw = load_homework(homework_file, cat)
     with Store() as store:
@@ -53,7 +55,7 @@ def start(homework_file: HomeworkArg,
                 _say_open(homework_file, mine[-1])
                 return
         kata = cat.get(nxt.slug)
-        session = begin(kata, store, nxt.minutes, force=force, homework=hw.id)
+        session = begin(kata, store, nxt.minutes, force=force, homework=hw.id, lang=check_lang(kata, lang))
     output.console.print(f"[bold green]started[/] {kata.title} for {escape(hw.title)}: edit "
                          f"[bold]{escape(str(session.solution_path))}[/], {nxt.minutes} min (deadline "
                          f"{output.fmt_when(session.deadline)}). `kata show {kata.slug}` for the statement, "

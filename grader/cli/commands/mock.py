@@ -16,7 +16,7 @@ from grader import clock
 from grader.catalog import Catalog
 from grader.cli import mock_view, output
 from grader.cli.commands.start import begin
-from grader.cli.common import JsonOpt, OptionalSlugArg, catalog
+from grader.cli.common import JsonOpt, LangOpt, OptionalSlugArg, catalog, check_lang
 from grader.debrief import build_debrief, debrief_to_reprint
 from grader.errors import KataError, StoreError
 from grader.followups import record_scores, score_answer
@@ -48,7 +48,8 @@ def interactive() -> bool:
 
 
 def mock(slug: OptionalSlugArg = None, minutes: MinutesOpt = None, stop: StopOpt = False,
-         answers: AnswersOpt = None, debrief: DebriefOpt = False, as_json: JsonOpt = False) -> None:
+         answers: AnswersOpt = None, debrief: DebriefOpt = False, lang: LangOpt = "py",
+         as_json: JsonOpt = False) -> None:
     """A mock interview: the framing and level 1 only, the next level when the revealed ones
     pass, two follow-up questions at the end, and a debrief.
 
@@ -93,10 +94,11 @@ def mock(slug: OptionalSlugArg = None, minutes: MinutesOpt = None, stop: StopOpt
         waiting = None if kata_slug else waiting_mock(store, None)
         if waiting is not None and store.mock_record(waiting.id).answers is None:
             return _end_of_coding(store, cat, waiting, None, as_json)
-        _start(store, cat, kata_slug, minutes, as_json)
+        _start(store, cat, kata_slug, minutes, as_json, lang)
 
 
-def _start(store: Store, cat: Catalog, slug: str | None, minutes: int | None, as_json: bool) -> None:
+def _start(store: Store, cat: Catalog, slug: str | None, minutes: int | None, as_json: bool,
+           lang: str = "py") -> None:
     reason = None
     if slug:
         kata = cat.get(slug)
@@ -110,7 +112,7 @@ def _start(store: Store, cat: Catalog, slug: str | None, minutes: int | None, as
     for stale in store.mock_sessions(kata.slug):  # a mock never answered: its debrief as it stands
         if stale.status == "ended" and store.mock_record(stale.id).debrief is None:
             store.update_mock(stale.id, debrief=build_debrief(store, stale, kata, cat), finished_at=clock.now())
-    session = begin(kata, store, minutes or kata.minutes, force=True, mode="mock")
+    session = begin(kata, store, minutes or kata.minutes, force=True, mode="mock", lang=check_lang(kata, lang))
     statement = render(kata, 1, clarifications=False)  # the Ask; clarifications come through `kata ask`
     levels = pacing(level_clocks(store, session, kata), clock.now(), _names(kata))
     if as_json:

@@ -20,12 +20,15 @@ def reset(slug: SlugArg) -> None:
         mock = running_mock(store, kata.slug)
         mock = expire_if_due(store, mock) if mock else None
         in_mock = mock is not None and mock.status == "active"
-    path = solution_path(kata)
+    # The file of the kata's open session (a C++ one too), else the Python one.
+    with Store() as store:
+        active = store.active_session(kata.slug)
+    path = solution_path(kata, "cpp" if active is not None and active.solution_path.endswith(".cpp") else "py")
     if differs_from_stub(kata, path):
         saved = backup(path)
         output.console.print(f"backed up your file to [bold]{escape(str(saved))}[/]")
     elif path.exists():
         output.console.print(f"{escape(str(path))} already holds the stub; nothing to back up")
-    write_stub(kata, path, mock_stub(kata) if in_mock else None)
+    write_stub(kata, path, mock_stub(kata, "cpp" if path.suffix == ".cpp" else "py") if in_mock else None)
     what = "the mock's starting file" if in_mock else "the stub"
     output.console.print(f"restored {what} in [bold]{escape(str(path))}[/]")
