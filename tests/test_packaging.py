@@ -101,6 +101,8 @@ def test_the_wheel_carries_every_kata_walkthrough_reference_and_suite(wheel):
         assert f"grader/notebooks/{module}.py" in names
         assert f"reference/{module}.py" in names
         assert f"grader/suites/{module}.py" in names or f"grader/suites/{module}/__init__.py" in names
+        if (REPO_ROOT / "katas" / module / "stub.cpp").is_file():  # the C++ track (--lang cpp)
+            assert f"grader/katas/{module}/stub.cpp" in names and f"reference/cpp/{module}.cpp" in names
     tops = {n.split("/")[0] for n in names}
     assert {t for t in tops if not t.endswith(".dist-info")} == {"grader", "reference"}, tops
     junk = [n for n in names if "__pycache__" in n or n.endswith((".pyc", ".ipynb"))]

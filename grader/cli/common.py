@@ -44,6 +44,10 @@ def check_lang(kata: Kata, lang: str) -> str:
             from grader.cli import output
 
             output.err_console.print(f"[yellow]note:[/] C++ solutions cannot be graded on this machine yet: {why}")
+        else:
+            from grader.cpp.build import warm_in_background
+
+            warm_in_background()  # the precompiled headers, before the first grade needs them
     return chosen
 
 

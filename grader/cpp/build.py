@@ -202,38 +202,120 @@ def _prune(root: Path) -> None:
 def _run_compiler(found: toolchain.Toolchain, flags: tuple[str, ...], module: str, src_dir: Path,
                   out_dir: Path) -> tuple[int, str, bool, bool]:
     """(exit code, what it printed, whether it ran in the sandbox, whether it timed out)."""
+    name = f"{module}{found.ext_suffix}"
+    pch = _pch(found, flags)
+    forced = ["-include", f"{_PCH_DIR}/{_PCH_HEADER}", "-Winvalid-pch"] if pch is not None else []
+    binds = [(src_dir, _SRC_DIR, False), (out_dir, "/kata/out", True)]
+    if pch is not None:
+        binds.append((pch, _PCH_DIR, False))
+    return _compile([*flags, *forced, f"{_SRC_DIR}/{module}.cpp", "-o", f"/kata/out/{name}"], found, binds)
+
+
+_PCH_DIR = "/kata/pch"
+_PCH_HEADER = "kata_pch.h"
+# What every C++ solution includes: Python's and pybind11's headers (most of a compile error's
+# time is spent parsing these) and the standard library's common ones. Precompiled once per
+# toolchain and flags; the candidate's file is compiled with -include of it (its own #include
+# lines of the same headers then do nothing).
+_PCH_TEXT = """#include <Python.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <pybind11/functional.h>
+#include <pybind11/operators.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <optional>
+#include <queue>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+"""
+
+
+def _pch(found: toolchain.Toolchain, flags: tuple[str, ...]) -> Path | None:
+    """The folder of the precompiled header for these flags (built once, cached), or None
+    where there is none (clang, or it did not build: each compile then parses the headers)."""
+    if "clang" in found.version.lower() or os.environ.get("KATA_CPP_PCH", "1") == "0":
+        return None
+    digest = hashlib.sha256("\0".join([*flags, found.compiler, found.version, found.ext_suffix,
+                                       _pybind11_version(), _PCH_TEXT]).encode()).hexdigest()[:32]
+    folder = cache_root() / f"pch-{digest}"
+    if (folder / f"{_PCH_HEADER}.gch").is_file():
+        return folder
+    if (folder / "failed").is_file():
+        return None
+    staging = Path(tempfile.mkdtemp(prefix=".pch-", dir=_ensure(cache_root())))
+    try:
+        (staging / _PCH_HEADER).write_text(_PCH_TEXT, encoding="utf-8")
+        code, _output, _contained, _timed_out = _compile(
+            [*flags, "-x", "c++-header", f"{_PCH_DIR}/{_PCH_HEADER}", "-o", f"{_PCH_DIR}/{_PCH_HEADER}.gch"],
+            found, [(staging, _PCH_DIR, True)])
+        if code != 0 or not (staging / f"{_PCH_HEADER}.gch").is_file():
+            (staging / "failed").write_text("the precompiled header did not build\n", encoding="utf-8")
+        try:
+            os.rename(staging, folder)
+        except OSError:
+            pass  # a parallel build made it first
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder if (folder / f"{_PCH_HEADER}.gch").is_file() else None
+
+
+def _compile(args: list[str], found: toolchain.Toolchain,
+             binds: list[tuple[Path, str, bool]]) -> tuple[int, str, bool, bool]:
+    """Run the compiler with `args` (paths as the sandbox shows them: each (host folder, path
+    inside, writable) of `binds`), in the sandbox where there is one. (exit code, output,
+    contained, timed out)."""
     from grader.engine import sandbox
 
     wanted = sandbox.mode()
     why_not = sandbox.bwrap_available() if wanted != "none" else "KATA_SANDBOX=none"
     if wanted == "bwrap" and why_not:
         return 1, f"KATA_SANDBOX=bwrap, but {why_not}", False, False
-    name = f"{module}{found.ext_suffix}"
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C", "LANG": "C", "HOME": "/tmp", "TMPDIR": "/tmp"}
+    includes = ["-I/kata/pybind11"] + [f"-I/kata/python/{i}" for i in range(len(found.python_includes))]
+    mounts = [(Path(found.pybind11_include), "/kata/pybind11", False)]
+    mounts += [(Path(inc), f"/kata/python/{i}", False) for i, inc in enumerate(found.python_includes)]
+    mounts += binds
     if why_not is None:
-        includes = ["-I/kata/pybind11"] + [f"-I/kata/python/{i}" for i in range(len(found.python_includes))]
-        argv = [found.compiler, *flags, *includes, f"{_SRC_DIR}/{module}.cpp", "-o", f"/kata/out/{name}"]
         opts = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
                 "--uid", "65534", "--gid", "65534", "--hostname", "kata-compiler"]
         opts += sandbox.system_binds()
-        opts += ["--ro-bind", found.pybind11_include, "/kata/pybind11"]
-        for i, inc in enumerate(found.python_includes):
-            opts += ["--ro-bind", inc, f"/kata/python/{i}"]
-        opts += ["--proc", "/proc", "--dev", "/dev", "--size", str(512 * 1024**2), "--tmpfs", "/tmp",
-                 "--ro-bind", str(src_dir), _SRC_DIR, "--bind", str(out_dir), "/kata/out",
-                 "--chdir", "/tmp", "--clearenv"]
+        opts += ["--proc", "/proc", "--dev", "/dev", "--size", str(512 * 1024**2), "--tmpfs", "/tmp"]
+        for host, inside, rw in mounts:
+            opts += ["--bind" if rw else "--ro-bind", str(host), inside]
+        opts += ["--chdir", "/tmp", "--clearenv"]
         for k, v in env.items():
             opts += ["--setenv", k, v]
-        exe = shutil.which("bwrap") or "bwrap"
-        command = [exe, *opts, "--", *argv]
-        contained = True
-    else:
-        includes = [f"-I{found.pybind11_include}"] + [f"-I{inc}" for inc in found.python_includes]
-        command = [found.compiler, *flags, *includes, str(src_dir / f"{module}.cpp"), "-o", str(out_dir / name)]
-        env.update({"HOME": str(out_dir), "TMPDIR": str(out_dir), "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
-        contained = False
+        command = [shutil.which("bwrap") or "bwrap", *opts, "--", found.compiler, *includes, *args]
+        cwd, contained = "/", True
+    else:  # the same command with the real paths
+        def real(arg: str) -> str:
+            for host, inside, _ in sorted(mounts, key=lambda m: -len(m[1])):
+                if arg == inside or arg.startswith(inside + "/") or arg.startswith("-I" + inside):
+                    return arg.replace(inside, str(host), 1)
+            return arg
+
+        command = [found.compiler, *map(real, includes), *map(real, args)]
+        scratch = next((h for h, _, rw in binds if rw), None)
+        env.update({"HOME": str(scratch or "/tmp"), "TMPDIR": str(scratch or "/tmp"),
+                    "PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+        cwd, contained = str(scratch or "/"), False
     try:
-        done = subprocess.run(command, env=env, cwd=str(out_dir), stdin=subprocess.DEVNULL,
+        done = subprocess.run(command, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=COMPILE_TIMEOUT_S, preexec_fn=_compiler_limits)
     except subprocess.TimeoutExpired as exc:
@@ -242,11 +324,30 @@ def _run_compiler(found: toolchain.Toolchain, flags: tuple[str, ...], module: st
     except OSError as exc:
         return 1, f"the compiler could not be started: {exc}", contained, False
     text = done.stdout.decode(errors="replace")
-    if contained:  # the sandbox's paths, as the candidate knows them
-        text = text.replace(f"{_SRC_DIR}/", "").replace("/kata/pybind11/", "").replace("/kata/out/", "")
-    else:
-        text = text.replace(f"{src_dir}/", "").replace(f"{out_dir}/", "")
+    for host, inside, _ in mounts:  # the paths as the candidate knows them
+        prefix = inside if contained else str(host)
+        text = text.replace(prefix + "/", "" if inside in (_SRC_DIR, "/kata/out", "/kata/pybind11") else prefix + "/")
     return done.returncode, text, contained, False
+
+
+def warm(sanitize: str | None = None) -> bool:
+    """Build the precompiled header for these flags now (`kata start --lang cpp` runs this in
+    the background, so that the first grade's compile error comes as fast as the next)."""
+    found = toolchain.find()
+    return not isinstance(found, str) and _pch(found, flags_for(sanitize)) is not None
+
+
+def warm_in_background() -> None:
+    """Start `warm()` in a detached process: it outlives the command that started it, prints
+    nothing, and a failure costs nothing (the grade builds the header itself)."""
+    import sys
+
+    try:
+        subprocess.Popen([sys.executable, "-c", "from grader.cpp.build import warm; warm()"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    except OSError:
+        pass
 
 
 def _compiler_limits() -> None:
