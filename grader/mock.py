@@ -281,6 +281,7 @@ COMMAND_POLICY: dict[str, CommandPolicy] = {
     "progress": _ALLOWED,
     "notebook": CommandPolicy(DuringMock.REFUSED, "the walkthrough"),
     "bench": CommandPolicy(DuringMock.REFUSED, "the benchmark's workloads"),
+    "warm": _ALLOWED,        # starts or ends the warm grader; shows nothing of a kata
     "homework new": _ALLOWED,        # the coach's side, and bundles of finished work
     "homework invite": _ALLOWED,
     "homework start": _ENDS,         # a new session of a kata abandons its running mock

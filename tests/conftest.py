@@ -11,6 +11,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 # judge's start would only add CPU. The split itself is tested with an explicit `jobs`
 # (tests/test_engine.py), and CI's wheel check grades paged-kv as a user does, split.
 os.environ.setdefault("KATA_GRADE_JOBS", "1")
+# No warm grader (grader/engine/warm.py) unless a test asks: each test's KATA_HOME would
+# start its own, each holding torch for 15 idle minutes. tests/test_warm.py turns it on.
+os.environ.setdefault("KATA_WARM", "0")
 
 
 @pytest.fixture(autouse=True)

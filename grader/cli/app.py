@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "repro": ("repro", "repro"), "hint": ("hint", "hint"), "ask": ("ask", "ask"), "stop": ("stop", "stop"),
     "reveal": ("reveal", "reveal"), "reset": ("reset", "reset"), "history": ("history", "history"),
     "progress": ("progress", "progress"), "notebook": ("notebook", "notebook"), "bench": ("bench", "bench"),
+    "warm": ("warm", "warm"),
     "homework new": ("homework_assign", "new"), "homework invite": ("homework_assign", "invite"),
     "homework start": ("homework", "start"), "homework status": ("homework", "status"),
     "homework submit": ("homework", "submit"), "homework review": ("homework_review", "review"),

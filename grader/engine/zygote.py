@@ -169,6 +169,10 @@ def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
     judge must be spawned as usual: no zygote wanted, one that failed, or a judge whose
     interpreter would start differently from the zygote's."""
     global _zygote, _failed
+    if _uses == 0:  # (never in a coach's review: it has its own zygote, `many_gradings`)
+        child = _warm_spawn(cmd, env, cwd, results_fd, cpus)
+        if child is not None:
+            return child
     if not wanted() or _failed:
         return None
     with _lock:
@@ -188,21 +192,44 @@ def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
         return None
 
 
+_remote: Any = None  # this process's connection to the warm service (grader/engine/warm.py)
+
+
+def _warm_spawn(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
+                cpus: set[int] | None) -> ZygoteChild | None:
+    """A judge forked by the warm service, where the CLI turned it on and one answers (None:
+    started cold, and a service is started in the background for the next grading)."""
+    global _remote
+    from grader.engine import warm
+
+    if not warm.enabled():
+        return None
+    try:
+        path = warm.socket_path()
+    except OSError:
+        return None
+    with _lock:
+        if _remote is None or _remote.path != path:  # (another KATA_HOME's, or none yet)
+            _remote = warm.remote_for(env)
+        remote = _remote
+    if remote is None or remote.key != startup_key(env):
+        return None
+    try:
+        return remote.spawn(cmd, env, cwd, results_fd, cpus)
+    except OSError:
+        with _lock:
+            _remote = None
+        remote.close()
+        return None
+
+
 # ------------------------------------------------------------------------ the zygote's side
 
 
 def serve(control: socket.socket) -> None:
     """Fork a judge for each request on `control` until the runner closes it; tell each
     request's connection the judge's pid, then its exit code."""
-    for name in _PRELOAD:
-        try:
-            __import__(name)
-        except Exception:  # noqa: BLE001 - a judge that needs it fails there, as it would anyway
-            pass
-    # What is loaded now is never collected: out of the collector's sight, a judge that never
-    # uses torch does not scan its objects at each full collection (and pages stay shared).
-    gc.collect()
-    gc.freeze()
+    preload()
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
@@ -233,6 +260,19 @@ def serve(control: socket.socket) -> None:
                 except BlockingIOError:
                     pass
                 _reap(conns)
+
+
+def preload() -> None:
+    """Import what every judge imports (here and in the warm service, grader/engine/warm.py)."""
+    for name in _PRELOAD:
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - a judge that needs it fails there, as it would anyway
+            pass
+    # What is loaded now is never collected: out of the collector's sight, a judge that never
+    # uses torch does not scan its objects at each full collection (and pages stay shared).
+    gc.collect()
+    gc.freeze()
 
 
 def _reap(conns: dict[int, socket.socket]) -> None:

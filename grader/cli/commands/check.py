@@ -42,6 +42,7 @@ def check(slug: OptionalSlugArg = None, file: FileOpt = None, every_level: AllOp
     passed), then the later levels', stopping at the first failure; --all runs every
     revealed level's. During a mock, only the revealed levels' examples run."""
     json_modes(as_json, json_stream)
+    _warm()
     cat = catalog()
     with Store() as store:
         if file is not None and slug is None:
@@ -119,3 +120,11 @@ def _render(slug: str, path: Path, card: dict[str, Any], start: int = 1) -> None
         return
     console.print(f"{passed}/{len(card['tests'])} examples pass. The hidden suite checks much "
                   "more: `kata grade` when you are ready.")
+
+
+def _warm() -> None:
+    """This command grades for you at the keyboard: its judges come from the warm service
+    (grader/engine/warm.py), started in the background by the first grading that finds none."""
+    from grader.engine import warm
+
+    warm.enable()

@@ -61,6 +61,9 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
     from grader.grading import new_seed, read_solution  # not when the CLI starts
 
     json_modes(as_json, json_stream)
+    from grader.cli.commands.check import _warm
+
+    _warm()
     if sanitize and sanitize_threads:
         raise KataError("--sanitize and --sanitize-threads cannot be combined (the two runtimes exclude each other)",
                         hint="grade once with each")

@@ -27,6 +27,10 @@ def stop(slug: OptionalSlugArg = None, as_json: JsonOpt = False) -> None:
         if session.is_mock:
             return mock_cmd.mock(kata.slug, stop=True, as_json=as_json)
         store.end_session(session.id, "stopped")
+        if not store.active_sessions():  # the last session: its warm grader goes too
+            from grader.engine import warm
+
+            warm.stop()
         session = store.session(session.id)
         clocks = level_clocks(store, session, kata)
         signal = session_signal(clocks, session.deadline, session_details_missed(store, session))

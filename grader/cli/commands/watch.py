@@ -56,6 +56,9 @@ def watch(slug: OptionalSlugArg = None, file: FileOpt = None) -> None:
     Ctrl-C stops. During a mock, only the revealed levels are checked."""
     if importlib.util.find_spec("watchfiles") is None:
         output.fail("kata watch needs the watchfiles package", "pip install 'watchfiles>=0.21,<1.4'")
+    from grader.cli.commands.check import _warm
+
+    _warm()
     cat = catalog()
     with Store() as store:
         kata, session = kata_for(slug, store, cat)
