@@ -4,6 +4,7 @@
     python scripts/corpus_sweep.py paged-kv --seeds 3
     python scripts/corpus_sweep.py --jobs 2 --json sweep.json
     python scripts/corpus_sweep.py --seeds 5 --skip 2     # the 3 seeds the tests do not run
+    python scripts/corpus_sweep.py --lang cpp             # the C++ corpora (tests/corpus/<m>/cpp)
 
 A buggy file passes the sweep when, under every seed, it is rejected at the level its
 corpus.toml declares by one of the tests it names (graded with levels 1..level only); a
@@ -36,8 +37,8 @@ def seeds_for(n: int) -> list[int]:
         [BASE_SEED + 7919 * i for i in range(n)]
 
 
-def sweep_kata(slug: str, seeds: list[int], jobs: int) -> list[dict]:
-    manifest = corpus_manifest(slug)
+def sweep_kata(slug: str, seeds: list[int], jobs: int, lang: str = "py") -> list[dict]:
+    manifest = corpus_manifest(slug, lang)
     work: list[tuple[str, Any, int]] = [("buggy", entry, seed) for entry in manifest.buggy for seed in seeds]
     work += [("correct", name, seed) for name in manifest.correct for seed in seeds]
 
@@ -90,14 +91,15 @@ def main() -> int:
                              "suite does not run)")
     parser.add_argument("--jobs", type=int, default=1, help="gradings run at once (default 1)")
     parser.add_argument("--json", type=Path, help="also write every verdict to this file")
+    parser.add_argument("--lang", choices=("py", "cpp"), default="py", help="which corpora (default py)")
     args = parser.parse_args()
     catalog = load_catalog()
-    slugs = args.slugs or [s for s in sorted(catalog.katas) if manifest_path(s).is_file()]
+    slugs = args.slugs or [s for s in sorted(catalog.katas) if manifest_path(s, args.lang).is_file()]
     seeds = seeds_for(args.seeds)[args.skip:]
     rows: list[dict] = []
     for slug in slugs:
         t0 = time.perf_counter()
-        rows += sweep_kata(slug, seeds, args.jobs)
+        rows += sweep_kata(slug, seeds, args.jobs, args.lang)
         print(f"[{slug}: {time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
