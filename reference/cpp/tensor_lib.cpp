@@ -516,9 +516,14 @@ TensorPtr Tensor::contiguous() {
 // A broadcast view of `shape`: stride 0 where a dim is added or stretched.
 TensorPtr Tensor::expand(const Shape& shape) {
     if (shape == shape_) return shared_from_this();
+    if (shape.size() < ndim()) throw std::invalid_argument("expand: " + detail::show(shape) + " has fewer dims");
     const size_t lead = shape.size() - ndim();
     Shape strides(lead, 0);
-    for (size_t d = 0; d < ndim(); ++d) strides.push_back(shape_[d] == 1 && shape[lead + d] != 1 ? 0 : strides_[d]);
+    for (size_t d = 0; d < ndim(); ++d) {
+        if (shape_[d] != 1 && shape_[d] != shape[lead + d])  // as torch's expand: only size-1 dims stretch
+            throw std::invalid_argument("cannot expand " + detail::show(shape_) + " to " + detail::show(shape));
+        strides.push_back(shape_[d] == 1 && shape[lead + d] != 1 ? 0 : strides_[d]);
+    }
     return view(shape, std::move(strides), offset_,
                 [own = shape_](const TensorPtr& g) { return Grads{sum_to(g, own)}; });
 }
@@ -599,12 +604,13 @@ template <typename Fold>
 Tensor::Reduced Tensor::reduce(std::optional<int64_t> dim, bool keepdim, Fold fold) const {
     if (!dim) {
         const std::vector<double> all = values();
-        return {from_values({fold(all.begin(), all.end())}, keepdim ? Shape(ndim(), 1) : Shape{}), std::nullopt};
+        return {from_values(std::vector<double>(1, fold(all.begin(), all.end())), keepdim ? Shape(ndim(), 1) : Shape{}),
+                std::nullopt};
     }
     const size_t d = detail::wrap_dim(*dim, ndim());
     if (shape_.empty()) {
         const std::vector<double> all = values();
-        return {from_values({fold(all.begin(), all.end())}, Shape{}), d};
+        return {from_values(std::vector<double>(1, fold(all.begin(), all.end())), Shape{}), d};
     }
     // dim d moved last: the inputs of each output are then consecutive
     Shape moved_shape, moved_strides;
