@@ -111,6 +111,9 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
             tests = _without_efficiency(suite, tests)
             notes.append(f"built with --sanitize {sanitize}: the efficiency tests were not run "
                          "(the sanitizers slow code several times over)")
+        elif built.ok:
+            notes.append("C++: an out-of-bounds access or a data race may pass unseen here; "
+                         "`kata grade --sanitize` (memory) and `--sanitize-threads` (races) look for them")
     elif sanitize:
         raise KataError("--sanitize is for C++ solutions (a .cpp file)",
                         hint="grade the .py file without --sanitize")

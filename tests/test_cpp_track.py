@@ -152,7 +152,10 @@ SUMMARY: AddressSanitizer: heap-use-after-free paged_kv.cpp:31 in Pool::release(
     assert text.startswith("AddressSanitizer: heap-use-after-free")
     assert "paged_kv.cpp:31 in Pool::release(...)" in text and "paged_kv.cpp:77 in PagedKVCacheAllocator::free(...)" in text
     assert "pybind11" not in text
-    race = "WARNING: ThreadSanitizer: data race (pid=5)\n  Write of size 8 at 0x1 by thread T2:\n    #0 Scheduler::add_request(Request const&) scheduler.cpp:88 (x.so+0x1)\n"
+    race = ("WARNING: ThreadSanitizer: data race (pid=5)\n  Write of size 8 at 0x1 by thread T2:\n"
+            "    #0 operator new(unsigned long) ../../../../src/libsanitizer/tsan/tsan_new_delete.cpp:64 (libtsan.so.2+0x1)\n"
+            "    #1 Scheduler::add_request(Request const&) scheduler.cpp:88 (x.so+0x1)\n"
+            "    #2 pthread_create ../../../../src/libsanitizer/tsan/tsan_interceptors_posix.cpp:1001 (libtsan.so.2+0x2)\n")
     assert sanitizer.report(race, "scheduler.cpp") == \
         "ThreadSanitizer: data race\nin your code (innermost first):\n  scheduler.cpp:88 in Scheduler::add_request(...)"
     assert sanitizer.report("all fine\n", "x.cpp") is None
@@ -204,6 +207,12 @@ def test_a_cpp_mock_starts_without_the_later_levels():
     shown = cpp_stub_for_levels(source, {1})
     assert "int a();" in shown and "int b()" not in shown and '"b"' not in shown and "[level" not in shown
     assert cpp_level_blocks(source, 2) == ["int b();", '  m.def("b", &b);']
+    for slug in cpp_katas:
+        stub = kata(slug).cpp_stub_path.read_text()
+        first = cpp_stub_for_levels(stub, {1})
+        later = [b for lv in (2, 3) for b in cpp_level_blocks(stub, lv)]
+        assert later, f"{slug}'s C++ stub marks no later level"
+        assert all(block.strip() not in first for block in later)
 
 
 def test_a_homework_manifest_takes_a_cpp_file():

@@ -20,6 +20,12 @@ from tests.kata_testing import REPO_ROOT, corpus_file, corpus_manifest, grade_fi
 runner_cli = CliRunner()
 
 
+@pytest.fixture(autouse=True)
+def short_idle(monkeypatch):
+    """Any service a test leaves behind (one replaced mid-start) ends within a minute."""
+    monkeypatch.setenv(warm.ENV_IDLE, "45")
+
+
 def start_service() -> dict:
     env = runner._judge_env()
     assert warm.start(env, warm.code_key(env)) is not None
@@ -32,7 +38,6 @@ def start_service() -> dict:
 def service(monkeypatch):
     """A warm grader for this test's KATA_HOME, used by this process's gradings."""
     monkeypatch.setenv(warm.ENV_WARM, "1")
-    monkeypatch.setenv(warm.ENV_IDLE, "120")
     warm.enable()
     try:
         yield start_service()
@@ -48,6 +53,24 @@ def gradings() -> int:
 
 def verdicts(card) -> dict[str, bool]:
     return {t.name: t.passed for t in card.tests}
+
+
+def test_the_workers_come_from_the_zygote_in_the_sandbox(service, tmp_path):
+    """A forked worker imports the candidate's file from its own folder under the sandbox's
+    /tmp; a cold one from /kata/solution (both contained)."""
+    assert service["worker_zygote"]
+    source = (REPO_ROOT / "reference" / "paged_kv.py").read_text()
+    source += "\n\nclass PagedKVCacheAllocator(PagedKVCacheAllocator):\n" \
+              "    def __init__(self, *a, **k):\n        raise ValueError('from ' + __file__)\n"
+    path = tmp_path / "paged_kv.py"
+    path.write_text(source)
+    card = grade_file("paged-kv", path, seed=1, levels=frozenset({1}))
+    message = next(t.message for t in card.tests if not t.passed and "from " in t.message)
+    assert "from /tmp/w-" in message and card.contained, message
+    warm._enabled = False
+    card = grade_file("paged-kv", path, seed=1, levels=frozenset({1}))
+    message = next(t.message for t in card.tests if not t.passed and "from " in t.message)
+    assert "from /kata/solution/paged_kv.py" in message, message
 
 
 def test_the_socket_is_the_users_alone(service):

@@ -71,7 +71,9 @@ def report(output: str, candidate: str) -> str | None:
     for match in _FRAME.finditer(body):
         function, file, line = match.group(2), match.group(3), match.group(4)
         name = file.rsplit("/", 1)[-1]
-        if not name.endswith((".cpp", ".cc", ".cxx")):
+        # The candidate's file only: the module is built from <module>.cpp, and the runtime's
+        # own frames (tsan_interceptors_posix.cpp, ...) are other .cpp files.
+        if name != candidate.rsplit("/", 1)[-1] or file.startswith(("../", "/usr/")):
             continue
         shown = f"  {candidate}:{line} in {_short(function)}"
         if shown not in frames:

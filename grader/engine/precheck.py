@@ -20,7 +20,7 @@ _DYNAMIC_NAMES = frozenset({"globals", "locals", "vars", "exec", "eval", "__impo
 _MAX_NAMES_SHOWN = 8
 MISSING_NOTE_START = "your file does not define"
 # grader/cpp/build.py's note about warnings, and grader/grading.py's about --sanitize.
-SHOWN_NOTE_STARTS = (MISSING_NOTE_START, "the C++ compiler", "built with --sanitize")
+SHOWN_NOTE_STARTS = (MISSING_NOTE_START, "the C++ compiler", "built with --sanitize", "C++: ")
 
 
 @dataclass(frozen=True)

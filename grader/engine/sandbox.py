@@ -204,27 +204,8 @@ def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
     venv = os.path.abspath(sys.prefix) if sys.prefix != sys.base_prefix else None
     python = f"/kata/venv/bin/{os.path.basename(sys.executable)}" if venv else _python()
 
-    def seen_as(path: str) -> str:
-        return "/kata/venv" + path[len(venv):] if venv and (path + "/").startswith(venv + "/") else path
-
-    opts = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--uid", "65534", "--gid", "65534", "--hostname", "kata-worker"]
-    opts += system_binds()
-    opts += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
-    roots = _python_roots()
-    if venv:
-        opts += ["--ro-bind", venv, "/kata/venv"]
-    for root in roots:
-        if not root.startswith("/usr/") and seen_as(root) == root:
-            opts += ["--ro-bind", root, root]
-    for folder in _grader_folders():
-        if any((folder + "/").startswith(r.rstrip("/") + "/") for r in roots + ["/usr"]) or seen_as(folder) != folder:
-            opts += ["--tmpfs", seen_as(folder)]  # installed next to the libraries: hide it
-    for dev in sorted(Path("/dev").glob("nvidia*")):
-        opts += ["--dev-bind", str(dev), str(dev)]
-    opts += ["--proc", "/proc", "--dev", "/dev",
-             "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp",
-             "--ro-bind", str(WORKER_PACKAGE), "/kata/kata_worker",
+    opts = _contained_opts(limits, venv)
+    opts += ["--ro-bind", str(WORKER_PACKAGE), "/kata/kata_worker",
              "--ro-bind", str(solution.resolve()), inside]
     for path in support:
         opts += ["--ro-bind", str(path.resolve()), f"/kata/support/{path.name}"]
@@ -249,6 +230,56 @@ def _bwrap(solution: Path, module: str, fds: tuple[int, int], limits: Limits,
     return WorkerCommand(argv=argv, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/",
                          preexec=_rlimits(limits, with_seccomp=False), pass_fds=tuple(pass_fds),
                          contained=True, candidate_path=inside)
+
+
+WORKER_ZYGOTE_SOCKET = "worker.sock"  # in the folder bound at /kata/rt
+
+
+def worker_zygote_command(rt_dir: Path, limits: Limits) -> WorkerCommand | None:
+    """The command that starts the warm grader's worker zygote (grader/worker/zygote.py) in
+    the sandbox a worker gets, but with `rt_dir` bound at /kata/rt (where it listens) and
+    without the no-fork filter (each forked worker installs it), no solution bound (each
+    request passes its file); None where the sandbox is unavailable (no zygote then)."""
+    if mode() == "none" or bwrap_available() is not None:
+        return None
+    exe = shutil.which("bwrap") or "bwrap"
+    venv = os.path.abspath(sys.prefix) if sys.prefix != sys.base_prefix else None
+    python = f"/kata/venv/bin/{os.path.basename(sys.executable)}" if venv else _python()
+    opts = _contained_opts(limits, venv)
+    opts += ["--ro-bind", str(WORKER_PACKAGE), "/kata/kata_worker",
+             "--bind", str(rt_dir), "/kata/rt", "--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    for key, value in {**_base_env(), "PYTHONPATH": "/kata"}.items():
+        opts += ["--setenv", key, value]
+    args_fd = _program_fd(b"".join(a.encode() + b"\0" for a in opts))
+    argv = [exe, "--args", str(args_fd), "--", python, "-s", "-c",
+            "import kata_worker.zygote as z; z.main()", "--socket", f"/kata/rt/{WORKER_ZYGOTE_SOCKET}"]
+    return WorkerCommand(argv=argv, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, cwd="/",
+                         preexec=_rlimits(limits, with_seccomp=False), pass_fds=(args_fd,),
+                         contained=True, candidate_path="")
+
+
+def _contained_opts(limits: Limits, venv: str | None) -> list[str]:
+    """The worker's sandbox: namespaces, the system and Python read-only (the grader's own
+    packages masked), /proc, /dev, a private /tmp; the caller binds the rest."""
+    def seen_as(path: str) -> str:
+        return "/kata/venv" + path[len(venv):] if venv and (path + "/").startswith(venv + "/") else path
+
+    opts = ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+            "--uid", "65534", "--gid", "65534", "--hostname", "kata-worker"]
+    opts += system_binds()
+    opts += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    roots = _python_roots()
+    if venv:
+        opts += ["--ro-bind", venv, "/kata/venv"]
+    for root in roots:
+        if not root.startswith("/usr/") and seen_as(root) == root:
+            opts += ["--ro-bind", root, root]
+    for folder in _grader_folders():
+        if any((folder + "/").startswith(r.rstrip("/") + "/") for r in roots + ["/usr"]) or seen_as(folder) != folder:
+            opts += ["--tmpfs", seen_as(folder)]  # installed next to the libraries: hide it
+    for dev in sorted(Path("/dev").glob("nvidia*")):
+        opts += ["--dev-bind", str(dev), str(dev)]
+    return opts + ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
 
 
 def system_binds() -> list[str]:

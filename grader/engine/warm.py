@@ -187,6 +187,9 @@ def wait_ready(timeout_s: float = 60.0) -> dict[str, Any] | None:
     return None
 
 
+_started: set[Path] = set()  # services this process started (each only once)
+
+
 def remote_for(env: dict[str, str]) -> Remote | None:
     """The service to fork this grading's judges, or None (then they start cold). Starts one
     in the background where there is none, and replaces one started from other code."""
@@ -199,7 +202,9 @@ def remote_for(env: dict[str, str]) -> Remote | None:
         return None
     sock = _connect(path)
     if sock is None:
-        start(env, key)
+        if path not in _started:  # (not again while it imports: the grading's other judges)
+            _started.add(path)
+            start(env, key)
         return None
     hello = _ask(sock, b"h")
     if hello is None or not hello.get("ready"):
@@ -218,7 +223,21 @@ def remote_for(env: dict[str, str]) -> Remote | None:
 
 
 def serve(path: Path, key: str, idle_s: float) -> None:
-    """Listen at `path` and fork judges until idle for `idle_s` or told to stop."""
+    """Listen at `path` and fork judges until idle for `idle_s` or told to stop. One service
+    per socket: a second one started meanwhile (two gradings that both found none) waits up
+    to 5 s for the first's lock (it may be one told to stop), then leaves."""
+    import fcntl
+
+    lock = os.open(str(path.with_suffix(".lock")), os.O_CREAT | os.O_RDWR, 0o600)
+    deadline = time.monotonic() + 5.0
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
     with contextlib.suppress(OSError):
         path.unlink()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -234,6 +253,7 @@ def serve(path: Path, key: str, idle_s: float) -> None:
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
     zygote.preload()
+    workers = _WorkerZygote(path)
     ready = True
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
@@ -275,7 +295,7 @@ def serve(path: Path, key: str, idle_s: float) -> None:
                         msg, fds = b"", []
                     if msg == b"j" and len(fds) == 3:
                         runners.add(conn)
-                        pid, judge_conn = zygote._fork_judge(fds)
+                        pid, judge_conn = zygote._fork_judge(fds, workers.env())
                         if judge_conn is not None:
                             judges[pid] = judge_conn
                             gradings += 1
@@ -285,6 +305,7 @@ def serve(path: Path, key: str, idle_s: float) -> None:
                     if msg in (b"h", b"s"):
                         info = {"pid": os.getpid(), "started": started, "gradings": gradings, "key": key,
                                 "ready": ready, "judges_running": len(judges),
+                                "worker_zygote": bool(workers.env()),
                                 "idle_s": round(time.monotonic() - last_active, 1)}
                         with contextlib.suppress(OSError):
                             conn.send(json.dumps(info).encode())
@@ -298,10 +319,68 @@ def serve(path: Path, key: str, idle_s: float) -> None:
                     runners.discard(conn)
                     conn.close()
     finally:
+        workers.close()
         with contextlib.suppress(OSError):
             if os.stat(path).st_ino == ours:
                 path.unlink()
         listener.close()
+
+
+class _WorkerZygote:
+    """The service's worker zygote (grader/worker/zygote.py), in the sandbox a worker gets:
+    judges fork their workers from it (their environment names its socket). None where the
+    sandbox is unavailable, or it did not come up: workers then start as usual."""
+
+    def __init__(self, service_socket: Path) -> None:
+        from grader.engine import sandbox
+        from grader.engine.limits import Limits
+
+        self.proc: subprocess.Popen | None = None
+        self.folder = service_socket.with_suffix(".workers")
+        self.socket = self.folder / sandbox.WORKER_ZYGOTE_SOCKET
+        if os.environ.get("KATA_WARM_WORKERS", "1") == "0":
+            return
+        try:
+            self.folder.mkdir(mode=0o700, exist_ok=True)
+            with contextlib.suppress(OSError):
+                self.socket.unlink()
+            cmd = sandbox.worker_zygote_command(self.folder, Limits())
+            if cmd is None:
+                return
+            try:
+                self.proc = subprocess.Popen(cmd.argv, env=cmd.env, cwd=cmd.cwd, pass_fds=cmd.pass_fds,
+                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL, preexec_fn=cmd.preexec)
+            finally:
+                for fd in cmd.pass_fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+        except OSError:
+            self.proc = None
+            return
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and self.proc.poll() is None and not self.socket.exists():
+            time.sleep(0.05)
+        if not self.socket.exists():
+            self.close()
+
+    def env(self) -> dict[str, str]:
+        from grader.engine.worker_process import ENV_WORKER_ZYGOTE
+
+        if self.proc is None or self.proc.poll() is not None:
+            return {}
+        return {ENV_WORKER_ZYGOTE: str(self.socket)}
+
+    def close(self) -> None:
+        if self.proc is not None:
+            with contextlib.suppress(OSError):
+                self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+            self.proc = None
+        import shutil
+
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _peer_uid(conn: socket.socket) -> int | None:

@@ -7,6 +7,7 @@ what the candidate's code prints through Python arrives with each answer instead
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import threading
@@ -28,6 +30,7 @@ from grader.engine.worker_cpu import WorkerCpu
 from grader.worker.wire import FramedSocket, PeerClosed, WireError
 
 _MAX_RAW_OUTPUT = 64_000
+ENV_WORKER_ZYGOTE = "KATA_WORKER_ZYGOTE"  # the warm grader's worker zygote's socket (grader/engine/warm.py)
 # Where a sanitizer's report begins in the worker's output (grader/cpp/sanitizer.py reads it).
 _SANITIZER_REPORT = re.compile(rb"(?m)^(?:==\d+==|WARNING: ThreadSanitizer|\S+:\d+:\d+: runtime error: |"
                                rb"AddressSanitizer: CHECK failed)")
@@ -54,6 +57,7 @@ class WorkerProcess:
         self._init_pid: int | None = None  # bwrap's init in the sandbox, whose child is Python
         self._main: socket.socket | None = None
         self._broker: socket.socket | None = None
+        self.notes_forked: str | None = None
 
     @property
     def contained(self) -> bool:
@@ -64,6 +68,8 @@ class WorkerProcess:
         return self.command.candidate_path if self.command else str(self.solution)
 
     def start(self) -> None:
+        if self._start_forked():
+            return
         main, main_child = socket.socketpair()
         broker, broker_child = socket.socketpair()
         info_r, info_w = os.pipe()
@@ -88,6 +94,60 @@ class WorkerProcess:
             self.inner_pid = self.proc.pid
         self._main, self._broker = main, broker
         threading.Thread(target=self._drain, daemon=True).start()
+
+    def _start_forked(self) -> bool:
+        """Fork the worker from the warm grader's worker zygote (grader/worker/zygote.py),
+        where this judge came from the warm grader and the worker needs nothing a zygote
+        cannot give (a preloaded sanitizer runtime); False: start it as usual."""
+        path = os.environ.get(ENV_WORKER_ZYGOTE, "")
+        if not path or self.extra_env or not sandbox.seccomp.supported():
+            return False
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        main, main_child = socket.socketpair()
+        broker, broker_child = socket.socketpair()
+        out_read, out_write = os.pipe()
+        opened: list[int] = []
+        try:
+            conn.settimeout(10.0)
+            conn.connect(path)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+            opened = [os.open(self.solution, os.O_RDONLY)] + [os.open(p, os.O_RDONLY) for p in self.support]
+            limits = {"RLIMIT_AS": self.limits.memory_bytes, "RLIMIT_FSIZE": self.limits.max_file_bytes,
+                      "RLIMIT_CPU": self.limits.cpu_seconds, "RLIMIT_NOFILE": self.limits.open_files,
+                      "RLIMIT_CORE": 0}
+            header = {"module": self.module, "suffix": sandbox._suffix(self.solution),
+                      "support": [p.name for p in self.support],
+                      "rlimits": {k: v for k, v in limits.items() if v is not None},
+                      "seccomp": sandbox.seccomp.no_fork_program().hex(),
+                      "env": {**sandbox._base_env(), "PYTHONPATH": "/kata"}}
+            socket.send_fds(conn, [json.dumps(header).encode()],
+                            [main_child.fileno(), broker_child.fileno(), out_write, *opened])
+            msg, ancdata, _, _ = conn.recvmsg(65536, socket.CMSG_SPACE(struct.calcsize("3i")))
+            pid = next((struct.unpack("3i", data[:12])[0] for level, kind, data in ancdata
+                        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS), 0)
+            reply = json.loads(msg) if msg else {}
+            if pid <= 0 or "path" not in reply:
+                raise OSError(f"the worker zygote answered {reply!r}")
+        except (OSError, ValueError) as exc:
+            for sock in (conn, main, broker):
+                sock.close()
+            os.close(out_read)
+            self.notes_forked = f"worker started cold ({exc})"
+            return False
+        finally:
+            for fd in opened + [out_write]:
+                _close(fd)
+            main_child.close()
+            broker_child.close()
+        conn.settimeout(None)
+        self.proc = _ForkedWorker(pid, conn, os.fdopen(out_read, "rb"))  # type: ignore[assignment]
+        self.inner_pid = pid
+        self.command = sandbox.WorkerCommand(argv=[], env={}, cwd="/", preexec=lambda: None, pass_fds=(),
+                                             contained=True, candidate_path=str(reply["path"]),
+                                             notes=[])
+        self._main, self._broker = main, broker
+        threading.Thread(target=self._drain, daemon=True).start()
+        return True
 
     def _drain(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -242,7 +302,48 @@ class WorkerProcess:
         if self._info_fd is not None:
             _close(self._info_fd)
             self._info_fd = None
+        if isinstance(self.proc, _ForkedWorker):
+            self.proc.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class _ForkedWorker:
+    """A worker forked by the worker zygote, as much of subprocess.Popen as WorkerProcess
+    uses: pid (this namespace's), stdout, poll(), wait(timeout), returncode. The zygote says
+    the exit code on the connection; closing the connection kills the worker."""
+
+    def __init__(self, pid: int, conn: socket.socket, stdout: Any) -> None:
+        self.pid, self.stdout = pid, stdout
+        self.returncode: int | None = None
+        self._conn = conn
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self._read(0.0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self._read(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired("worker", timeout or 0.0)
+        return self.returncode
+
+    def _read(self, timeout: float | None) -> None:
+        try:
+            ready, _, _ = select.select([self._conn], [], [], timeout)
+            if not ready:
+                return
+            msg = self._conn.recv(4096)
+            self.returncode = int(json.loads(msg)["exit"]) if msg else -signal.SIGKILL
+        except (OSError, ValueError, KeyError, TypeError):
+            self.returncode = -signal.SIGKILL
+        with contextlib.suppress(OSError):
+            self._conn.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._conn.close()
 
 
 def _close(fd: int) -> None:

@@ -292,13 +292,13 @@ def _reap(conns: dict[int, socket.socket]) -> None:
             conn.close()
 
 
-def _fork_judge(fds: list[int]) -> tuple[int, socket.socket | None]:
+def _fork_judge(fds: list[int], extra_env: dict[str, str] | None = None) -> tuple[int, socket.socket | None]:
     conn_fd, out_fd, results_fd = fds
     conn = socket.socket(fileno=conn_fd)
     try:
         raw = conn.makefile("rb").readline(_MAX_REQUEST_BYTES)
         request = json.loads(raw)
-        args, env, cwd = list(request["args"]), dict(request["env"]), str(request["cwd"])
+        args, env, cwd = list(request["args"]), {**dict(request["env"]), **(extra_env or {})}, str(request["cwd"])
         rebind_results_fd(env, results_fd)  # its number in the judge
         cpus = request.get("cpus")
     except (OSError, ValueError, KeyError, TypeError):  # (a ConfigError is a ValueError)
