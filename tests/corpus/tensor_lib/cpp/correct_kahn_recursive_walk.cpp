@@ -979,6 +979,57 @@ PYBIND11_MODULE(tensor_lib, m) {
         }
     });
 
+    py::class_<Tensor, TensorPtr> tensor(m, "Tensor");
+    tensor.def(py::init([](const py::object& data, bool requires_grad) {
+                   return std::make_shared<Tensor>(nested_from_python(data), requires_grad);
+               }),
+               py::arg("data"), py::arg("requires_grad") = false);
+    tensor.def_property_readonly("shape", [](const Tensor& self) { return to_tuple(self.shape()); });
+    tensor.def_property_readonly("strides", [](const Tensor& self) { return to_tuple(self.strides()); });
+    tensor.def("tolist", [](const Tensor& self) { return nested_to_python(self.tolist()); });
+    tensor.def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"));
+    tensor.def("permute", [](Tensor& self, const py::args& dims) { return self.permute(ints_from_args(dims)); });
+    tensor.def("__getitem__", [](Tensor& self, const py::object& key) { return self.index(key_from_python(key)); });
+    tensor.def("__setitem__", [](Tensor& self, const py::object& key, double value) {
+        self.index_put(key_from_python(key), value);
+    });
+    tensor.def("reshape", [](Tensor& self, const py::args& shape) { return self.reshape(ints_from_args(shape)); });
+    tensor.def("is_contiguous", &Tensor::is_contiguous);
+    tensor.def("contiguous", &Tensor::contiguous);
+    tensor.def("__repr__", [](const Tensor& self) {
+        return "Tensor(" + py::repr(nested_to_python(self.tolist())).cast<std::string>() +
+               ", shape=" + py::repr(to_tuple(self.shape())).cast<std::string>() + ")";
+    });
+    // [level 2]
+    tensor.def("add", method(&Tensor::add), py::arg("other"));
+    tensor.def("sub", method(&Tensor::sub), py::arg("other"));
+    tensor.def("mul", method(&Tensor::mul), py::arg("other"));
+    tensor.def("div", method(&Tensor::div), py::arg("other"));
+    tensor.def("neg", &Tensor::neg);
+    tensor.def("exp", &Tensor::exp);
+    tensor.def("log", &Tensor::log);
+    tensor.def("sum", &Tensor::sum, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+    tensor.def("max", &Tensor::max, py::arg("dim") = py::none(), py::arg("keepdim") = false);
+    tensor.def("matmul", method(&Tensor::matmul), py::arg("other"));
+    tensor.def("__add__", forward_op(&Tensor::add));
+    tensor.def("__radd__", reflected_op(&Tensor::add));
+    tensor.def("__sub__", forward_op(&Tensor::sub));
+    tensor.def("__rsub__", reflected_op(&Tensor::sub));
+    tensor.def("__mul__", forward_op(&Tensor::mul));
+    tensor.def("__rmul__", reflected_op(&Tensor::mul));
+    tensor.def("__truediv__", forward_op(&Tensor::div));
+    tensor.def("__rtruediv__", reflected_op(&Tensor::div));
+    tensor.def("__matmul__", forward_op(&Tensor::matmul));
+    tensor.def("__neg__", &Tensor::neg);
+    // [/level 2]
+    // [level 3]
+    tensor.def_property("requires_grad", &Tensor::requires_grad, &Tensor::set_requires_grad);
+    tensor.def_property(
+        "grad", [](const Tensor& self) { return self.grad(); },
+        [](Tensor& self, const py::object& grad) { self.set_grad(optional_tensor(grad)); });
+    tensor.def(
+        "backward", [](Tensor& self, const py::object& gradient) { self.backward(optional_tensor(gradient)); },
+        py::arg("gradient") = py::none());
     py::class_<NoGrad>(m, "no_grad", "`with tensor_lib.no_grad():` operations inside record no graph")
         .def(py::init<>())
         .def("__enter__", [](NoGrad& self) { self.enter(); })
@@ -986,52 +1037,5 @@ PYBIND11_MODULE(tensor_lib, m) {
             self.exit();
             return false;  // an exception raised in the block propagates
         });
-
-    py::class_<Tensor, TensorPtr>(m, "Tensor")
-        .def(py::init([](const py::object& data, bool requires_grad) {
-                 return std::make_shared<Tensor>(nested_from_python(data), requires_grad);
-             }),
-             py::arg("data"), py::arg("requires_grad") = false)
-        .def_property_readonly("shape", [](const Tensor& self) { return to_tuple(self.shape()); })
-        .def_property_readonly("strides", [](const Tensor& self) { return to_tuple(self.strides()); })
-        .def_property("requires_grad", &Tensor::requires_grad, &Tensor::set_requires_grad)
-        .def_property(
-            "grad", [](const Tensor& self) { return self.grad(); },
-            [](Tensor& self, const py::object& grad) { self.set_grad(optional_tensor(grad)); })
-        .def("tolist", [](const Tensor& self) { return nested_to_python(self.tolist()); })
-        .def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"))
-        .def("permute", [](Tensor& self, const py::args& dims) { return self.permute(ints_from_args(dims)); })
-        .def("__getitem__", [](Tensor& self, const py::object& key) { return self.index(key_from_python(key)); })
-        .def("__setitem__",
-             [](Tensor& self, const py::object& key, double value) { self.index_put(key_from_python(key), value); })
-        .def("reshape", [](Tensor& self, const py::args& shape) { return self.reshape(ints_from_args(shape)); })
-        .def("is_contiguous", &Tensor::is_contiguous)
-        .def("contiguous", &Tensor::contiguous)
-        .def("add", method(&Tensor::add), py::arg("other"))
-        .def("sub", method(&Tensor::sub), py::arg("other"))
-        .def("mul", method(&Tensor::mul), py::arg("other"))
-        .def("div", method(&Tensor::div), py::arg("other"))
-        .def("neg", &Tensor::neg)
-        .def("exp", &Tensor::exp)
-        .def("log", &Tensor::log)
-        .def("sum", &Tensor::sum, py::arg("dim") = py::none(), py::arg("keepdim") = false)
-        .def("max", &Tensor::max, py::arg("dim") = py::none(), py::arg("keepdim") = false)
-        .def("matmul", method(&Tensor::matmul), py::arg("other"))
-        .def("__add__", forward_op(&Tensor::add))
-        .def("__radd__", reflected_op(&Tensor::add))
-        .def("__sub__", forward_op(&Tensor::sub))
-        .def("__rsub__", reflected_op(&Tensor::sub))
-        .def("__mul__", forward_op(&Tensor::mul))
-        .def("__rmul__", reflected_op(&Tensor::mul))
-        .def("__truediv__", forward_op(&Tensor::div))
-        .def("__rtruediv__", reflected_op(&Tensor::div))
-        .def("__matmul__", forward_op(&Tensor::matmul))
-        .def("__neg__", &Tensor::neg)
-        .def(
-            "backward", [](Tensor& self, const py::object& gradient) { self.backward(optional_tensor(gradient)); },
-            py::arg("gradient") = py::none())
-        .def("__repr__", [](const Tensor& self) {
-            return "Tensor(" + py::repr(nested_to_python(self.tolist())).cast<std::string>() +
-                   ", shape=" + py::repr(to_tuple(self.shape())).cast<std::string>() + ")";
-        });
+    // [/level 3]
 }
