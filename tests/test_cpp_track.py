@@ -6,6 +6,7 @@ references and corpora are in tests/test_cpp_<module>.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -225,3 +226,15 @@ def test_a_homework_manifest_takes_a_cpp_file():
         _kata({**base, "file": "solutions/paged_kv.cpp"}, "katas[0]", 1)
     except ManifestError as exc:  # (a field this minimal entry leaves out, never the file)
         assert ".file" not in str(exc), exc
+
+
+@needs_toolchain
+@pytest.mark.skipif(not kata("paged-kv").cpp_reference_path.is_file(), reason="no C++ reference yet")
+def test_bench_times_a_cpp_solution_beside_both_references(tmp_path):
+    mine = tmp_path / "paged_kv.cpp"
+    mine.write_text(kata("paged-kv").cpp_reference_path.read_text())
+    result = invoke("bench", "paged-kv", "--file", str(mine), "--repeats", "1", "--json")
+    assert result.exit_code == 0, result.output
+    rows = {r["impl"]: r for r in json.loads(result.output)["rows"]}
+    assert set(rows) == {"yours", "reference", "reference c++"}
+    assert all(isinstance(r["median_ms"], float) for r in rows.values()), rows

@@ -59,7 +59,7 @@ def _load_impls(module_name: str, solution_path: Path | None,
         impls["reference c++"] = cpp_reference
     elif cpp_reference is not None:
         try:
-            impls["reference c++"] = import_from_path(cpp_reference, f"{module_name}")
+            impls["reference c++"] = import_from_path(cpp_reference, f"{module_name}_cpp_reference")
         except BaseException as exc:  # noqa: BLE001 - a row, not a crash
             impls["reference c++"] = f"the C++ reference did not load: {_short(exc)}"
     try:

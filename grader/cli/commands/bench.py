@@ -47,7 +47,7 @@ def bench(slug: SlugArg, file: FileOpt = None, device: DeviceOpt = "cpu", repeat
     cpp_reference: Path | str | None = None
     if lang == "cpp":
         timed = _built(kata.module, path, "yours") if path.is_file() else None
-        cpp_reference = _built(kata.module, kata.cpp_reference_path, "the C++ reference")
+        cpp_reference = _built_reference(kata.module, kata.cpp_reference_path)
     rows = run_bench(kata.slug, timed if isinstance(timed, Path) else None, device, repeats=repeats,
                      cpp_reference=cpp_reference)
     if isinstance(timed, str):
@@ -81,6 +81,24 @@ def _built(module: str, source: Path, whose: str) -> Path | str:
         first = (result.error or "").splitlines()
         return f"{whose} did not build: {' '.join(first[:2])[:200]}"
     return result.module_path
+
+
+def _built_reference(module: str, source: Path) -> Path | str:
+    """The C++ reference built as module <module>_cpp_reference, its classes module-local: one
+    process cannot hold two extension modules of one name (Python keeps the first), nor two
+    pybind11 classes of one C++ name registered globally, and yours is <module>."""
+    import re
+    import tempfile
+
+    if not source.is_file():
+        return f"the C++ reference: {source} does not exist"
+    renamed = re.sub(rf"PYBIND11_MODULE\(\s*{module}\s*,", f"PYBIND11_MODULE({module}_cpp_reference,",
+                     source.read_text(encoding="utf-8"))
+    renamed = re.sub(r'(py::class_<[^;{]*?>\s*\w*\s*\(\s*m\s*,\s*"[^"]*")', r"\1, py::module_local()", renamed)
+    with tempfile.TemporaryDirectory(prefix="kata-bench-") as tmp:
+        copy = Path(tmp) / f"{module}_cpp_reference.cpp"
+        copy.write_text(renamed, encoding="utf-8")
+        return _built(f"{module}_cpp_reference", copy, "the C++ reference")
 
 
 def _num(value: object, suffix: str = "") -> str:
