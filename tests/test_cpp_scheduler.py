@@ -16,7 +16,7 @@ import reference.scheduler as py_reference
 from grader.cpp import build, sanitizer, toolchain
 from grader.grading import grade
 from grader.mock import cpp_stub_for_levels
-from tests.kata_testing import (REPO_ROOT, SEEDS, assert_rejected_at_level, assert_scores_full,
+from tests.kata_testing import (CPP_SEEDS, REPO_ROOT, assert_rejected_at_level, assert_scores_full,
                                 buggy_params, corpus_file, correct_params, failed_tests, grade_file,
                                 kata, manifest_path)
 
@@ -76,7 +76,7 @@ def test_correct_alternative_scores_full(name, seed):
 def _sanitized_entries() -> list:
     data = tomllib.loads(manifest_path(SLUG, lang="cpp").read_text(encoding="utf-8"))
     return [pytest.param(raw, seed, id=f"{raw['file'].replace('/', '-')}-seed{seed}")
-            for raw in data.get("sanitized", []) for seed in SEEDS]
+            for raw in data.get("sanitized", []) for seed in CPP_SEEDS]
 
 
 def _sanitizer_missing(kind: str) -> str | None:

@@ -19,11 +19,13 @@ def forbidden_imports(mod: Any) -> list[str]:
     found: set[str] = set()
     source = None
     path = getattr(mod, "__file__", None)
-    if path:
+    # A C++ solution's file is the built extension module, not source to parse: its
+    # module-level names are still scanned below.
+    if path and str(path).endswith(".py"):
         try:
             with open(path, encoding="utf-8") as f:
                 source = f.read()
-        except OSError:
+        except (OSError, UnicodeDecodeError):
             source = None
     if source is not None:
         for node in ast.walk(ast.parse(source)):
