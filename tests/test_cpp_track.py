@@ -238,3 +238,31 @@ def test_bench_times_a_cpp_solution_beside_both_references(tmp_path):
     rows = {r["impl"]: r for r in json.loads(result.output)["rows"]}
     assert set(rows) == {"yours", "reference", "reference c++"}
     assert all(isinstance(r["median_ms"], float) for r in rows.values()), rows
+
+
+@pytest.mark.parametrize("slug", cpp_katas)
+def test_a_cpp_mock_file_gives_nothing_away(slug):
+    """The file a C++ mock starts from names no later level, none of the API a later level
+    introduces and none of the kata's giveaways (as the mock's screen: test_katas.py)."""
+    import tomllib
+
+    from grader.mock import mock_stub
+    from grader.statement import load_statement
+    from tests.test_katas import _declared_api, _plain
+
+    k = kata(slug)
+    statement = load_statement(k)
+    text = mock_stub(k, "cpp")
+    introduced: dict[int, set[str]] = {}
+    seen: set[str] = set()
+    for level in statement.levels:
+        introduced[level.number] = _declared_api(level.body) - seen
+        seen |= _declared_api(level.body, with_every_parameter=True)
+    generic = {"dim"}  # the word level 1's own comments use (transpose's dims), not level 2's argument
+    for level in statement.levels[1:]:
+        assert level.name.lower() not in text.lower(), level.name
+        leaked = sorted(n for n in introduced[level.number] - generic if re.search(rf"(?<![.\w]){n}\b", text))
+        assert not leaked, f"a C++ mock of {slug} starts with {leaked}, which level {level.number} introduces"
+    data = tomllib.loads((REPO_ROOT / "tests" / "interview" / f"{k.module}.toml").read_text())
+    every = [g for strings in data["giveaways"].values() for g in strings]
+    assert not [g for g in every if _plain(g) in _plain(text)]

@@ -69,7 +69,9 @@ struct Batch {
 };
 
 // Plans model iterations over a KV cache of `num_blocks` blocks of `block_size` slots.
+// [level 3]
 // Level 3: add_request and abort may be called from other threads while step() runs.
+// [/level 3]
 class Scheduler {
 public:
     // max_num_batched_tokens: the token budget of one step; max_num_seqs: the cap on running

@@ -97,7 +97,7 @@ public:
 class Tensor : public std::enable_shared_from_this<Tensor> {
 public:
     // data: a number (a 0-d tensor, shape ()) or nested lists of numbers; [] is shape (0,),
-    // [[]] shape (1, 0). Contiguous row-major strides: strides[d] = product of max(size, 1)
+    // [[]] shape (1, 0). Contiguous row-major strides: strides[d] = product of the larger of size and 1
     // over the dims after d, as torch. requires_grad (level 3) is settable later; grad starts null.
     // Throws std::invalid_argument: ragged lists ([[1], [2, 3]]).
     explicit Tensor([[maybe_unused]] const Nested& data, [[maybe_unused]] bool requires_grad = false) {
@@ -277,7 +277,9 @@ private:
     int64_t offset_ = 0;
     bool requires_grad_ = false;
     TensorPtr grad_;
+    // [level 3]
     // level 3: what a node of the graph records (its inputs, a backward function)
+    // [/level 3]
 };
 
 // ---- bindings: you do not need to change anything below ----
@@ -408,7 +410,7 @@ auto reflected_op(BinaryOp op) {  // other + x, with other a number
 
 PYBIND11_MODULE(tensor_lib, m) {
     using namespace bindings;
-    m.doc() = "tensor-lib: a strided float64 Tensor with views, broadcasting, matmul and autograd (C++)";
+    m.doc() = "tensor-lib: a strided float64 Tensor (C++)";
 
     py::register_exception_translator([](std::exception_ptr error) {
         try {

@@ -937,7 +937,7 @@ auto reflected_op(BinaryOp op) {  // other + x, with other a number
 
 PYBIND11_MODULE(tensor_lib, m) {
     using namespace bindings;
-    m.doc() = "tensor-lib: a strided float64 Tensor with views, broadcasting, matmul and autograd (C++)";
+    m.doc() = "tensor-lib: a strided float64 Tensor (C++)";
 
     py::register_exception_translator([](std::exception_ptr error) {
         try {
