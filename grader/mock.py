@@ -93,16 +93,16 @@ def mock_stub(kata: Kata, lang: str = "py") -> str:
     needs is there for level 1 only; `kata mock` prints a level's blocks when it is revealed."""
     if lang == "cpp":
         body = cpp_stub_for_levels(kata.cpp_stub_path.read_text(encoding="utf-8"), {1})
-        lines = body.splitlines()
-        start = next((i for i, line in enumerate(lines) if not line.startswith("//") and line.strip()), 0)
+        cpp_lines = body.splitlines()
+        start = next((i for i, line in enumerate(cpp_lines) if not line.startswith("//") and line.strip()), 0)
         # The stub's opening comment names every level: a mock's file says what the mock is.
-        header = [f"// Mock interview: {kata.title}, in C++.", "//",
+        cpp_header = [f"// Mock interview: {kata.title}, in C++.", "//",
                   "// The statement so far is `kata show`: level 1 now, each later level once the levels",
                   "// before it pass (`kata grade` then prints the declarations and binding lines it adds).",
                   "// Python sees your module through the binding at the end of this file; errors reach",
                   "// it as: ValueError <- std::invalid_argument, IndexError <- std::out_of_range,",
                   "// KeyError <- KeyError (defined below), NotImplementedError <- NotImplemented.", ""]
-        return "\n".join(header + lines[start:]) + "\n"
+        return "\n".join(cpp_header + cpp_lines[start:]) + "\n"
     source = kata.stub_path.read_text(encoding="utf-8")
     lines = source.splitlines()
     imports, given = [], []

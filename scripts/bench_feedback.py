@@ -9,9 +9,10 @@ judge, no worker, no sandbox; scripts/bench_inprocess.py). Medians of N runs.
 
 Columns: check, pass and fail are `kata check`, `kata grade` of the reference and of a buggy
 file; 1-proc is the suite in one process; the ratios are the passing grade's against
-`import torch` and against 1-proc (what containment costs). Warm figures (a grader service
-kept between commands, issue 42 item 1) are not built yet: the table says so, and a warm
-column is one more entry in COLUMNS.
+`import torch` and against 1-proc (what containment costs). The cold figures run with
+KATA_WARM=0; w.check and w.pass with the warm grader of the run's KATA_HOME (grader/engine/
+warm.py: judges and sandboxed workers forked from processes that imported torch already),
+started by `kata warm` before them; wp/1proc is the warm passing grade against 1-proc.
 """
 
 from __future__ import annotations
@@ -89,6 +90,13 @@ def bench_kata(kata: Kata, runs: int, env: dict[str, str], work: Path) -> Row:
         [*KATA, "check", kata.slug, "--file", str(passing), "--json"], env, work, (0,)))
     row.seconds["pass"] = median_of(runs, lambda i: timed(
         [*KATA, "grade", kata.slug, "--file", str(passing), "--seed", str(i), "--json"], env, work, (0,)))
+    hot = {**env, "KATA_WARM": "1"}
+    timed([*KATA, "warm"], hot, work, (0,))
+    timed([*KATA, "check", kata.slug, "--file", str(passing), "--json"], hot, work, (0,))  # the first: its
+    row.seconds["w.check"] = median_of(runs, lambda i: timed(  # connection, and the worker zygote's start
+        [*KATA, "check", kata.slug, "--file", str(passing), "--json"], hot, work, (0,)))
+    row.seconds["w.pass"] = median_of(runs, lambda i: timed(
+        [*KATA, "grade", kata.slug, "--file", str(passing), "--seed", str(i), "--json"], hot, work, (0,)))
     if bug is not None:
         row.seconds["fail"] = median_of(runs, lambda i: timed(
             [*KATA, "grade", kata.slug, "--file", str(failing), "--seed", str(i), "--json"], env, work, (1,)))
@@ -117,7 +125,7 @@ def one_process_command(kata: Kata, seed: int) -> list[str]:
             "--rootdir", str(suite.parent), f"--hypothesis-seed={seed}", "-W", "ignore"]
 
 
-# (header, width, cell): the table, 76 columns wide. A warm column is one more entry here.
+# (header, width, cell): the table, 75 columns wide.
 COLUMNS: list[tuple[str, int, Callable[[Row], str]]] = [
     ("kata", 12, lambda r: r.kata),
     ("torch", 5, lambda r: _s(r.seconds.get("torch"))),
@@ -125,9 +133,10 @@ COLUMNS: list[tuple[str, int, Callable[[Row], str]]] = [
     ("pass", 5, lambda r: _s(r.seconds.get("pass"))),
     ("fail", 5, lambda r: _s(r.seconds.get("fail"))),
     ("1-proc", 6, lambda r: _s(r.seconds.get("1-proc"))),
-    ("pass/torch", 10, lambda r: _ratio(r.seconds.get("pass"), r.seconds.get("torch"))),
-    ("pass/1-proc", 11, lambda r: _ratio(r.seconds.get("pass"), r.seconds.get("1-proc"))),
-    ("warm", 9, lambda r: "not built"),
+    ("w.check", 7, lambda r: _s(r.seconds.get("w.check"))),
+    ("w.pass", 6, lambda r: _s(r.seconds.get("w.pass"))),
+    ("p/torch", 7, lambda r: _ratio(r.seconds.get("pass"), r.seconds.get("torch"))),
+    ("wp/1proc", 8, lambda r: _ratio(r.seconds.get("w.pass"), r.seconds.get("1-proc"))),
 ]
 
 
@@ -157,7 +166,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="kata-feedback-") as tmp:
         # A fresh history and the bytecode cache on, as on a user's machine.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env.update(KATA_HOME=str(Path(tmp) / "home"), COLUMNS="80")
+        env.update(KATA_HOME=str(Path(tmp) / "home"), COLUMNS="80", KATA_WARM="0")
         load = os.getloadavg()[0]
         print(f"seconds, median of {args.runs}, each a fresh process; load {load:.1f} on {os.cpu_count()} CPUs",
               flush=True)
@@ -176,8 +185,8 @@ def main() -> int:
     for row in rows:
         for note in row.notes:
             print(f"{row.kata}: {note}")
-    print(f"load {os.getloadavg()[0]:.1f} at the end; warm: not built (a grader service per user, issue 42 "
-          "item 1)")
+        subprocess.run([*KATA, "warm", "--stop"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    print(f"load {os.getloadavg()[0]:.1f} at the end")
     return 0
 
 

@@ -266,3 +266,22 @@ def test_a_cpp_mock_file_gives_nothing_away(slug):
     data = tomllib.loads((REPO_ROOT / "tests" / "interview" / f"{k.module}.toml").read_text())
     every = [g for strings in data["giveaways"].values() for g in strings]
     assert not [g for g in every if _plain(g) in _plain(text)]
+
+
+@pytest.mark.parametrize("slug", cpp_katas)
+def test_a_review_flags_a_cpp_copy_of_the_cpp_reference(slug):
+    """similarity.measure_cpp: the C++ reference with its names changed and with padding is a
+    copy; a C++ solution written apart from it (the engine's fixture, for paged-kv) is not."""
+    from grader.homework.similarity import COPY_THRESHOLD, RESEMBLES_THRESHOLD, measure_cpp
+
+    reference = kata(slug).cpp_reference_path.read_text()
+    own, binding = reference.split("// ---- bindings:", 1)
+    names = sorted(set(re.findall(r"\b([a-z]\w*_)\b", own)))  # members, e.g. free_blocks_
+    renamed = own
+    for i, name in enumerate(names):
+        renamed = re.sub(rf"\b{name}\b", f"m{i}", renamed)
+    assert measure_cpp(renamed + "// ---- bindings:" + binding, reference).value >= COPY_THRESHOLD
+    padded = own + "\n".join(f"static int pad{i}() {{ return {i}; }}" for i in range(300)) + "\n// ---- bindings:" + binding
+    assert measure_cpp(padded, reference).copy
+    if slug == "paged-kv":
+        assert measure_cpp(FIXTURE.read_text(), reference).value < RESEMBLES_THRESHOLD

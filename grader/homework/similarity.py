@@ -287,3 +287,33 @@ def _statement_lines(tree: ast.Module) -> Counter:
 
 def _copy(node: ast.AST) -> ast.stmt:
     return ast.parse(ast.unparse(node)).body[0]
+
+
+# --------------------------------------------------------------------------- C++ solutions
+
+CPP_BINDINGS_MARK = "// ---- bindings:"  # the stubs' line above the binding the candidate does not write
+_CPP_COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+
+
+def measure_cpp(solution: str, reference: str, *, max_tokens: int = 20_000) -> Similarity:
+    """A C++ solution's similarity to the C++ reference: their own parts (the binding both
+    share is left out), comments dropped, as token sequences; the share of tokens in common
+    (difflib), or, for a solution padded beyond 1.2x the reference, the share of the
+    reference's tokens it contains in order."""
+    import difflib
+
+    def tokens(text: str) -> list[str]:
+        own = text.split(CPP_BINDINGS_MARK, 1)[0]
+        return _TOKEN.findall(_CPP_COMMENTS.sub(" ", own))
+
+    ours, theirs = tokens(solution), tokens(reference)
+    if len(ours) > max_tokens:
+        return Similarity(None, f"the file holds {len(ours):,} tokens before its binding; the comparison "
+                                f"reads at most {max_tokens:,}")
+    if not ours or not theirs:
+        return Similarity(0.0)
+    matcher = difflib.SequenceMatcher(None, ours, theirs, autojunk=False)
+    value = matcher.ratio()
+    if len(ours) > PADDED_SIZE * len(theirs):
+        value = max(value, sum(b.size for b in matcher.get_matching_blocks()) / len(theirs))
+    return Similarity(round(value, 3))

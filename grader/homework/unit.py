@@ -38,7 +38,7 @@ from grader.homework.invites import invitation_problem
 from grader.homework.manifest import Claim, KataEntry
 from grader.homework.roster import MAX_FAILURES, clean_failure, clip, clip_source, for_coach
 from grader.homework.normalise import api_of
-from grader.homework.similarity import measure
+from grader.homework.similarity import measure, measure_cpp
 from grader.homework.spec import Homework, PrivateSuite
 
 if TYPE_CHECKING:  # the engine is imported where a unit is graded: the CLI imports this module at start
@@ -172,16 +172,20 @@ def _grade_into(result: dict[str, Any], grader: "_Grader", kata: Kata, homework:
                             "reproduces": _agrees(claim, replay)}
     result["mismatch"] = replay is not None and claim is not None and not _agrees(claim, replay)
     result["private"] = [_private(grader, suite, seed) for suite in homework.suites_for(kata.slug)]
-    _similarity_into(result, kata, source)
+    _similarity_into(result, kata, source, cpp=grader.solution.suffix == ".cpp")
     shown, num_lines, cut = clip_source(source)
     result.update(source=shown, source_lines=num_lines, source_truncated=cut)
     result["timing"] = {"graded_in_s": round(card.duration_s, 2)}
 
 
-def _similarity_into(result: dict[str, Any], kata: Kata, source: str) -> None:
-    """The copy check: the value, or why there is none (a flag of its own, never "not a copy")."""
-    api = api_of(kata.stub_path.read_text(encoding="utf-8"))
-    similarity = measure(source, kata.reference_path.read_text(encoding="utf-8"), api)
+def _similarity_into(result: dict[str, Any], kata: Kata, source: str, cpp: bool = False) -> None:
+    """The copy check: the value, or why there is none (a flag of its own, never "not a copy").
+    A C++ solution is compared with the C++ reference (similarity.measure_cpp)."""
+    if cpp:
+        similarity = measure_cpp(source, kata.cpp_reference_path.read_text(encoding="utf-8"))
+    else:
+        api = api_of(kata.stub_path.read_text(encoding="utf-8"))
+        similarity = measure(source, kata.reference_path.read_text(encoding="utf-8"), api)
     result["reference_similarity"] = similarity.value
     result["similarity_not_measured"] = similarity.not_measured
     result["copy_of_reference"] = similarity.copy
