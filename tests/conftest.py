@@ -51,3 +51,28 @@ def isolated_home(tmp_path, monkeypatch):
     if "KATA_RESULTS" not in os.environ:
         monkeypatch.chdir(tmp_path)
     return home
+
+
+@pytest.fixture(autouse=True)
+def warm_path(isolated_home, monkeypatch):
+    """KATA_TEST_WARM=1: every grading of the test goes through a warm grader of its own
+    KATA_HOME (judges and workers forked from zygotes, grader/engine/warm.py), to check a
+    module's verdicts on the warm path too, e.g.
+    `KATA_TEST_WARM=1 pytest tests/test_containment.py`. Off by default (tests/test_warm.py
+    covers the warm path in CI)."""
+    if os.environ.get("KATA_TEST_WARM") != "1" or "KATA_RESULTS" in os.environ:
+        yield
+        return
+    from grader.engine import runner, warm
+
+    monkeypatch.setenv(warm.ENV_WARM, "1")
+    monkeypatch.setenv(warm.ENV_IDLE, "60")
+    warm.enable()
+    env = runner._judge_env()
+    warm.start(env, warm.code_key(env))
+    assert warm.wait_ready() is not None, "the warm grader did not come up"
+    try:
+        yield
+    finally:
+        warm.stop()
+        warm._enabled = False

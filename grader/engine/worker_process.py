@@ -100,7 +100,7 @@ class WorkerProcess:
         where this judge came from the warm grader and the worker needs nothing a zygote
         cannot give (a preloaded sanitizer runtime); False: start it as usual."""
         path = os.environ.get(ENV_WORKER_ZYGOTE, "")
-        if not path or self.extra_env or not sandbox.seccomp.supported():
+        if not path or self.extra_env or not sandbox.seccomp.supported() or sandbox.mode() == "none":
             return False
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         main, main_child = socket.socketpair()
