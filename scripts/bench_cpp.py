@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--slug", default="paged-kv")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--level", type=int, default=1, help="grade this level only (0: all)")
+    parser.add_argument("--warm", action="store_true", help="with the warm grader (default: cold, KATA_WARM=0)")
     args = parser.parse_args()
     from grader.catalog import load_catalog
 
@@ -56,7 +57,8 @@ def main() -> None:
     text = source.read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="kata-bench-cpp-") as tmp:
         work = Path(tmp)
-        env = {**os.environ, "KATA_HOME": str(work / "home"), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, "KATA_HOME": str(work / "home"), "PYTHONPATH": str(ROOT),
+               "KATA_WARM": "1" if args.warm else "0"}
         env.pop("KATA_CPP_CACHE", None)
         folder = work / "src"
         folder.mkdir()
@@ -77,12 +79,14 @@ def main() -> None:
             fresh.append(seconds)
             seconds, card = grade(path, args.slug, env, level)
             cached.append(seconds)
-        what = f"level {level}" if level else "every level"
+        what = (f"level {level}" if level else "every level") + (", warm grader" if args.warm else ", cold")
         print(f"{args.slug} ({source.relative_to(ROOT)}), {what}, median of {args.runs} runs, wall seconds of "
               f"`kata grade --file X.cpp`:")
         for name, values in (("compile error (new file)", broken), ("compiles (new file)", fresh),
                              ("cached module", cached)):
             print(f"  {name:<26} {statistics.median(values):6.2f} s   (min {min(values):.2f}, max {max(values):.2f})")
+        if args.warm:
+            subprocess.run([sys.executable, "-m", "grader.cli.app", "warm", "--stop"], env=env, capture_output=True)
 
 
 if __name__ == "__main__":
