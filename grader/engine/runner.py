@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable, Collection
 
 from grader.catalog import checkout_root
-from grader.engine import zygote
+from grader.engine import warm, zygote
 from grader.engine.config import JudgeConfig
 from grader.engine.events import EventError, EventHandler
 from grader.engine.judge_env import judge_environment
@@ -562,7 +562,8 @@ def _spawn(cmd: list[str], env: dict[str, str], config: JudgeConfig, cwd: Path,
     env = {**env, **config.with_results_fd(write_fd).to_env()}
     try:
         # Forked from a zygote where this process asked for one (see zygote.py), else started.
-        forked = zygote.spawn_judge(cmd, env, str(cwd), write_fd, cpus)
+        forked = warm.spawn_judge(cmd, env, str(cwd), write_fd, cpus) or \
+            zygote.spawn_judge(cmd, env, str(cwd), write_fd, cpus)
         proc = forked or subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           start_new_session=True, pass_fds=(write_fd,))

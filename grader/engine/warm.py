@@ -219,6 +219,37 @@ def remote_for(env: dict[str, str]) -> Remote | None:
     return Remote(sock, zygote.startup_key(env), path)
 
 
+_remote: Remote | None = None  # this process's connection to the service
+_remote_lock = __import__("threading").Lock()
+
+
+def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
+                cpus: set[int] | None) -> zygote.ZygoteChild | None:
+    """A judge forked by the warm service, where the CLI turned it on and one answers (None:
+    the runner starts it as usual, and a service is started in the background for the next
+    grading). Never within `zygote.many_gradings` (a coach's review has its own zygote)."""
+    global _remote
+    if not enabled() or zygote._uses > 0:
+        return None
+    try:
+        path = socket_path()
+    except OSError:
+        return None
+    with _remote_lock:
+        if _remote is None or _remote.path != path:  # (another KATA_HOME's, or none yet)
+            _remote = remote_for(env)
+        remote = _remote
+    if remote is None or remote.key != zygote.startup_key(env):
+        return None
+    try:
+        return remote.spawn(cmd, env, cwd, results_fd, cpus)
+    except OSError:
+        with _remote_lock:
+            _remote = None
+        remote.close()
+        return None
+
+
 # --------------------------------------------------------------------------- the service's side
 
 

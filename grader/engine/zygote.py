@@ -169,10 +169,6 @@ def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
     judge must be spawned as usual: no zygote wanted, one that failed, or a judge whose
     interpreter would start differently from the zygote's."""
     global _zygote, _failed
-    if _uses == 0:  # (never in a coach's review: it has its own zygote, `many_gradings`)
-        child = _warm_spawn(cmd, env, cwd, results_fd, cpus)
-        if child is not None:
-            return child
     if not wanted() or _failed:
         return None
     with _lock:
@@ -189,37 +185,6 @@ def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
         return zygote.spawn(cmd, env, cwd, results_fd, cpus)
     except OSError:
         _failed = True  # the next gradings spawn their judges as usual
-        return None
-
-
-_remote: Any = None  # this process's connection to the warm service (grader/engine/warm.py)
-
-
-def _warm_spawn(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
-                cpus: set[int] | None) -> ZygoteChild | None:
-    """A judge forked by the warm service, where the CLI turned it on and one answers (None:
-    started cold, and a service is started in the background for the next grading)."""
-    global _remote
-    from grader.engine import warm
-
-    if not warm.enabled():
-        return None
-    try:
-        path = warm.socket_path()
-    except OSError:
-        return None
-    with _lock:
-        if _remote is None or _remote.path != path:  # (another KATA_HOME's, or none yet)
-            _remote = warm.remote_for(env)
-        remote = _remote
-    if remote is None or remote.key != startup_key(env):
-        return None
-    try:
-        return remote.spawn(cmd, env, cwd, results_fd, cpus)
-    except OSError:
-        with _lock:
-            _remote = None
-        remote.close()
         return None
 
 
