@@ -127,7 +127,6 @@ def test_sanitize_reports_an_out_of_bounds_write_with_its_line(tmp_path):
     text = FIXTURE.read_text().replace(marker, marker + "    { int* p = new int[2]; p[2] = 7; delete[] p; }\n")
     line = text.splitlines().index("    { int* p = new int[2]; p[2] = 7; delete[] p; }") + 1
     path = solution(tmp_path, text)
-    plain = grade_file("paged-kv", path, levels=frozenset({1}))  # undefined behaviour goes unseen
     from grader.grading import grade
 
     card = grade(kata("paged-kv"), path, seed=1, levels={1}, sanitize="address")
@@ -138,7 +137,6 @@ def test_sanitize_reports_an_out_of_bounds_write_with_its_line(tmp_path):
     assert f"paged_kv.cpp:{line} in PagedKVCacheAllocator::allocate" in message, message
     assert not any(t.category == "efficiency" for t in card.tests)  # not timed under sanitizers
     assert any(n.startswith("built with --sanitize address") for n in card.notes)
-    assert plain.tests  # (graded, whatever its verdict: the write lands in the allocator's slack)
 
 
 def test_a_sanitizer_report_becomes_what_and_where():

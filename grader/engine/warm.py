@@ -50,7 +50,9 @@ def enable() -> None:
 
 
 def enabled() -> bool:
-    return _enabled and os.environ.get(ENV_WARM, "1").strip() != "0"
+    """Turned on by the CLI, not off by KATA_WARM=0, and on Linux (the service's sockets are
+    SOCK_SEQPACKET, and its workers need the Linux sandbox)."""
+    return _enabled and os.environ.get(ENV_WARM, "1").strip() != "0" and sys.platform.startswith("linux")
 
 
 # --------------------------------------------------------------------------- where and which
