@@ -77,21 +77,12 @@ def no_fork_program() -> bytes:
 
 
 def install_in_this_process() -> None:
-    """Load the filter into the calling process (the no-sandbox fallback, from preexec_fn)."""
-    import ctypes
+    """Load the filter into the calling process (the no-sandbox fallback, from preexec_fn).
+    The installer is the worker's own (grader/worker/zygote.py: a forked warm worker loads
+    the same program itself, with the standard library only)."""
+    from grader.worker.zygote import install_seccomp
 
-    program = no_fork_program()
-    libc = ctypes.CDLL(None, use_errno=True)
-    PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
-
-    prog = SockFprog(len(program) // 8, program)
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+    install_seccomp(no_fork_program())
 
 
 from typing import Any  # noqa: E402 - used in annotations only

@@ -228,7 +228,7 @@ def _child(conn: socket.socket, header: dict, fds: list[int], folder: str, modul
     os.chdir("/tmp")  # as a started worker: HOME and the working folder are the private /tmp
     program = bytes.fromhex(str(header.get("seccomp", "")))
     if program:
-        _install_seccomp(program)
+        install_seccomp(program)
     sys.stdout = open(1, "w", closefd=False)  # (the worker replaces them at once)
     sys.stderr = open(2, "w", closefd=False)
     from .main import main as worker_main
@@ -245,7 +245,8 @@ def _copy(fd: int, path: str) -> None:
     os.close(fd)
 
 
-def _install_seccomp(program: bytes) -> None:
+def install_seccomp(program: bytes) -> None:
+    """Load a seccomp filter (BPF `program`) into this process, no new privileges first."""
     libc = ctypes.CDLL(None, use_errno=True)
 
     class SockFprog(ctypes.Structure):
