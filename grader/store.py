@@ -38,6 +38,20 @@ def kata_home() -> Path:
     return Path(platformdirs.user_data_dir("kata", appauthor=False))
 
 
+ENV_CACHE = "KATA_CACHE"
+
+
+def cache_dir() -> Path:
+    """What kata may compute again (the reference's timings, the parsed catalog): KATA_CACHE,
+    else the user's cache folder."""
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("kata", appauthor=False))
+
+
 @dataclass(frozen=True)
 class Event:
     """One row of `events` (see record_event)."""

@@ -62,3 +62,34 @@ def test_missing_file_is_named(katas_copy):
 def test_get_unknown_kata_suggests_close_names():
     with pytest.raises(CatalogError, match="unknown kata 'paged'"):
         load_catalog().get("paged")
+
+
+def test_parsed_kata_toml_is_cached_until_the_file_changes(katas_copy, tmp_path, monkeypatch):
+    import json
+    import os
+
+    from grader import catalog
+
+    monkeypatch.setenv("KATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(catalog, "_toml_cache", None)
+    assert load_catalog(katas_copy).get("paged-kv").title
+    cache_file = tmp_path / "cache" / catalog._TOML_CACHE_FILE
+    entries = json.loads(cache_file.read_text())
+    toml = katas_copy / "paged_kv" / "kata.toml"
+    assert entries[str(toml.resolve())][2]["slug"] == "paged-kv"
+
+    # A fresh process reads the cache, not the file: what the cache holds is what loads...
+    monkeypatch.setattr(catalog, "_toml_cache", None)
+    entries[str(toml.resolve())][2]["title"] = "From the cache"
+    cache_file.write_text(json.dumps(entries))
+    assert load_catalog(katas_copy).get("paged-kv").title == "From the cache"
+    # ...until the file changes (another size or modification time): then it is parsed again.
+    monkeypatch.setattr(catalog, "_toml_cache", None)
+    toml.write_text(toml.read_text().replace('title = "', 'title = "Edited: ', 1))
+    os.utime(toml, ns=(toml.stat().st_atime_ns, toml.stat().st_mtime_ns + 1_000_000))
+    assert load_catalog(katas_copy).get("paged-kv").title.startswith("Edited: ")
+    # A cache file that is not JSON is parsed around and rewritten.
+    monkeypatch.setattr(catalog, "_toml_cache", None)
+    cache_file.write_text("{not json")
+    assert load_catalog(katas_copy).get("paged-kv").title.startswith("Edited: ")
+    assert json.loads(cache_file.read_text())

@@ -41,9 +41,12 @@ def pytest_configure(config: pytest.Config) -> None:
     stream = EventStream(judge.results_fd)
     session = JudgeSession(judge, stream, cpus=_CPUS_AT_IMPORT)
     limit_judge_memory()
+    # The worker first: it imports torch (and the kata's support files) while this judge
+    # imports them too, on the other CPU (train-memory's support file imports
+    # torch._dynamo, about 1.2 s a side).
+    session.start()
     _import_support(judge.support)
     _register_hypothesis_profile(judge.max_examples, session.clock.shrink_budget_s)
-    session.start()
     config.pluginmanager.register(session, SESSION_NAME)
     # Importing the suite (torch, the reference) makes few cycles but many objects, which
     # every full collection would walk again: no collection until the suite is in, then

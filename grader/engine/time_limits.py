@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Collection
 
+from grader.store import ENV_CACHE, cache_dir  # noqa: F401 - ENV_CACHE: where the timings are kept
+
 FLOOR_S = 3.0       # no test gets less: a worker start and hypothesis's own work fit in it
 FACTOR = 15.0       # a correct but plain-Python solution may be this much slower
 SLACK_S = 1.0
@@ -29,16 +31,6 @@ FORMAT = "v3"       # cache entries: {test name: [test seconds, longest call sec
 # A grading is split over two judges only when the reference's tests that run take this long
 # in all: below it, a second judge's and worker's start costs more than it saves.
 MIN_SHARDED_S = 2.0
-ENV_CACHE = "KATA_CACHE"
-
-
-def cache_dir() -> Path:
-    env = os.environ.get(ENV_CACHE)
-    if env:
-        return Path(env).expanduser()
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("kata", appauthor=False))
 
 
 def suite_digest(suite: Path, *timed: Path) -> str:
