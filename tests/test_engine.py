@@ -569,3 +569,28 @@ def test_a_kata_graded_by_two_judges_gets_the_same_scorecard():
     assert 0 < one.score < 100
     assert [(t.nodeid, t.passed, t.message, t.details.get("input")) for t in one.tests] == \
         [(t.nodeid, t.passed, t.message, t.details.get("input")) for t in two.tests]
+
+
+def test_a_pytest_plugin_the_user_installed_never_loads_into_the_judge(tmp_path, monkeypatch):
+    """An installed plugin (an entry point in group pytest11: anyio's, pytest-cov, ...) is not
+    loaded by a judge: the judge's environment turns autoload off and names the one plugin a
+    grading needs (hypothesis's). This one would fail every test it saw."""
+    site = tmp_path / "site"
+    (site / "evil_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "evil_plugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: evil-plugin\nVersion: 1.0\n")
+    (site / "evil_plugin-1.0.dist-info" / "entry_points.txt").write_text("[pytest11]\nevil = evil_plugin\n")
+    marker = tmp_path / "loaded"
+    (site / "evil_plugin.py").write_text(
+        "import pathlib\n"
+        f"pathlib.Path({str(marker)!r}).write_text('loaded')\n"
+        "def pytest_runtest_call(item):\n"
+        "    raise AssertionError('the evil plugin ran')\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    # (the plugin is found where the judge looks: with autoload on, pytest would import it)
+    from importlib.metadata import entry_points
+
+    monkeypatch.syspath_prepend(str(site))
+    assert any(e.name == "evil" for e in entry_points(group="pytest11"))
+    outcome = run("good", seed=3)
+    assert all(t.passed for t in outcome.tests) and len(outcome.tests) == 3
+    assert not marker.exists()

@@ -15,8 +15,7 @@ from rich.markup import escape
 
 from grader import clock, textsafe
 from grader.catalog import Kata
-from grader.cli import last_run, mock_view, output
-from grader.cli.commands import mock as mock_cmd
+from grader.cli import last_run, output
 from grader.cli.common import JsonOpt, JsonStreamOpt, OptionalSlugArg, catalog, json_modes, kata_for, kata_for_file
 from grader.cli.progress import RunProgress
 from grader.cli.scorecard import ScorecardView
@@ -115,6 +114,8 @@ def grade(slug: OptionalSlugArg = None, file: FileOpt = None, seed: SeedOpt = No
         ended = store.session(session.id) if session is not None and effect is not None and effect.ended else None
         if as_json or json_stream:
             if ended is not None and ended.is_mock:
+                from grader.cli.commands import mock as mock_cmd  # (a mock's end only)
+
                 data["mock"] = mock_cmd.coding_over(store, cat, ended, as_json=True)
             if json_stream:
                 progress.end(data)
@@ -184,6 +185,8 @@ def _session_block(session: Session, kata: Kata, effect: GradeEffect) -> dict[st
 
 def _say_session(store: Store, cat, kata: Kata, session: Session, effect: GradeEffect,
                  data: dict[str, Any], ended: Session | None) -> None:
+    from grader.cli import mock_view  # (rich.markdown: only a mock session's grade shows a level)
+
     mock_view.print_pacing(data["session"]["levels"])
     if effect.revealed is not None:
         mock_view.print_revealed(effect.revealed, data["session"]["revealed_level"]["statement"])
@@ -197,6 +200,8 @@ def _say_session(store: Store, cat, kata: Kata, session: Session, effect: GradeE
                 output.console.print(escape("\n\n".join(blocks)), soft_wrap=True, highlight=False)
         return
     if ended is not None and ended.is_mock:
+        from grader.cli.commands import mock as mock_cmd
+
         mock_cmd.coding_over(store, cat, ended, as_json=False)
     elif ended is not None:
         output.console.print("every level passed: session finished and recorded; `kata history` shows it")
