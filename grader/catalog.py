@@ -9,11 +9,14 @@ malformed folder is reported with the file and the field, and never hides the ot
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import hashlib
 import json
 import os
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,12 +187,15 @@ class Catalog:
         return next((k for k in self.katas.values() if k.module == module), None)
 
 
-# kata.toml files parsed before, by path: (size, mtime_ns, data). Parsing all of them took about
-# 45 ms of each command's start (`kata list`, `check`); the cache file is kept beside the
-# reference timings' (grader/store.cache_dir), as JSON.
-_TOML_CACHE_FILE = "catalog-v1.json"
+# kata.toml files parsed before, by path: (a hash of the text, data). Parsing all of them took
+# about 45 ms of each command's start (`kata list`, `check`); reading and hashing them takes
+# well under 1 ms. The cache file is kept beside the reference timings' (grader/store.cache_dir),
+# as JSON; a review loads catalogs from several threads at once, hence the lock.
+_TOML_CACHE_FILE = "catalog-v2.json"
+_TOML_CACHE_ENTRIES = 64  # files of folders still there, the newest parsed (a catalog has 14)
 _toml_cache: dict[str, Any] | None = None
 _toml_cache_dirty = False
+_toml_cache_lock = threading.Lock()
 
 
 def _toml_cache_path() -> Path:
@@ -199,43 +205,55 @@ def _toml_cache_path() -> Path:
 
 
 def _parsed_toml(path: Path) -> dict[str, Any]:
-    """The TOML file's data: from the cache while the file's size and modification time are
-    those it was parsed at, else parsed (and remembered)."""
+    """The TOML file's data: from the cache when this very text was parsed before, else
+    parsed (and remembered)."""
     global _toml_cache, _toml_cache_dirty
-    if _toml_cache is None:
-        try:
-            loaded = json.loads(_toml_cache_path().read_text(encoding="utf-8"))
-            _toml_cache = loaded if isinstance(loaded, dict) else {}
-        except (OSError, ValueError):
-            _toml_cache = {}
-    info = path.stat()
-    key, stamp = str(path.resolve()), [info.st_size, info.st_mtime_ns]
-    entry = _toml_cache.get(key)
-    if isinstance(entry, list) and len(entry) == 3 and entry[:2] == stamp and isinstance(entry[2], dict):
-        return entry[2]
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    text = path.read_text(encoding="utf-8")
+    key, digest = str(path.resolve()), hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    with _toml_cache_lock:
+        if _toml_cache is None:
+            try:
+                loaded = json.loads(_toml_cache_path().read_text(encoding="utf-8"))
+                _toml_cache = loaded if isinstance(loaded, dict) else {}
+            except (OSError, ValueError):
+                _toml_cache = {}
+        entry = _toml_cache.get(key)
+    if isinstance(entry, list) and len(entry) == 2 and entry[0] == digest and isinstance(entry[1], dict):
+        return entry[1]
+    data = tomllib.loads(text)
     try:
         json.dumps(data)  # (a TOML date has no JSON form: such a file is parsed each time)
     except (TypeError, ValueError):
         return data
-    _toml_cache[key] = [*stamp, data]
-    _toml_cache_dirty = True
+    with _toml_cache_lock:
+        _toml_cache.pop(key, None)  # (re-inserted last: the newest)
+        _toml_cache[key] = [digest, data]
+        _toml_cache_dirty = True
     return data
 
 
 def _save_toml_cache() -> None:
-    """Write the parsed files back (atomically; a cache that cannot be written is skipped)."""
+    """Write the parsed files back (atomically; a cache that cannot be written is skipped),
+    without the files that are gone, and the newest _TOML_CACHE_ENTRIES of the others."""
     global _toml_cache_dirty
-    if not _toml_cache_dirty or _toml_cache is None:
-        return
-    _toml_cache_dirty = False
+    with _toml_cache_lock:
+        if not _toml_cache_dirty or _toml_cache is None:
+            return
+        _toml_cache_dirty = False
+        kept = [(k, v) for k, v in _toml_cache.items() if os.path.isfile(k)][-_TOML_CACHE_ENTRIES:]
+        text = json.dumps(dict(kept))
     try:
         target = _toml_cache_path()
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".catalog-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(_toml_cache, out)
-        os.replace(tmp, target)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(tmp, target)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     except OSError:
         pass
 

@@ -66,7 +66,6 @@ def test_get_unknown_kata_suggests_close_names():
 
 def test_parsed_kata_toml_is_cached_until_the_file_changes(katas_copy, tmp_path, monkeypatch):
     import json
-    import os
 
     from grader import catalog
 
@@ -76,20 +75,68 @@ def test_parsed_kata_toml_is_cached_until_the_file_changes(katas_copy, tmp_path,
     cache_file = tmp_path / "cache" / catalog._TOML_CACHE_FILE
     entries = json.loads(cache_file.read_text())
     toml = katas_copy / "paged_kv" / "kata.toml"
-    assert entries[str(toml.resolve())][2]["slug"] == "paged-kv"
+    assert entries[str(toml.resolve())][1]["slug"] == "paged-kv"
 
     # A fresh process reads the cache, not the file: what the cache holds is what loads...
     monkeypatch.setattr(catalog, "_toml_cache", None)
-    entries[str(toml.resolve())][2]["title"] = "From the cache"
+    entries[str(toml.resolve())][1]["title"] = "From the cache"
     cache_file.write_text(json.dumps(entries))
     assert load_catalog(katas_copy).get("paged-kv").title == "From the cache"
-    # ...until the file changes (another size or modification time): then it is parsed again.
+    # ...until the text changes, even to one of the same size at once (the same mtime on a
+    # coarse clock): then it is parsed again.
     monkeypatch.setattr(catalog, "_toml_cache", None)
-    toml.write_text(toml.read_text().replace('title = "', 'title = "Edited: ', 1))
-    os.utime(toml, ns=(toml.stat().st_atime_ns, toml.stat().st_mtime_ns + 1_000_000))
-    assert load_catalog(katas_copy).get("paged-kv").title.startswith("Edited: ")
+    text = toml.read_text()
+    stamp = toml.stat().st_mtime_ns
+    edited = text.replace('title = "', 'title = "EDIT', 1).replace('slug = "paged-kv"', 'slug="paged-kv"', 1)
+    edited = edited.replace("minutes = 75", "minutes=75", 1)
+    assert len(edited) == len(text) and edited != text
+    toml.write_text(edited)
+    import os
+
+    os.utime(toml, ns=(stamp, stamp))
+    assert load_catalog(katas_copy).get("paged-kv").title.startswith("EDIT")
     # A cache file that is not JSON is parsed around and rewritten.
     monkeypatch.setattr(catalog, "_toml_cache", None)
     cache_file.write_text("{not json")
-    assert load_catalog(katas_copy).get("paged-kv").title.startswith("Edited: ")
+    assert load_catalog(katas_copy).get("paged-kv").title.startswith("EDIT")
     assert json.loads(cache_file.read_text())
+
+
+def test_catalogs_load_from_many_threads_at_once_and_the_cache_stays_small(tmp_path, monkeypatch):
+    """A review loads the catalog from each unit's thread: new files parsed in one thread
+    while another writes the cache out must not break either. The cache keeps only files
+    that still exist, the newest _TOML_CACHE_ENTRIES of them."""
+    import json
+    import threading
+
+    from grader import catalog
+
+    monkeypatch.setenv("KATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(catalog, "_toml_cache", None)
+    monkeypatch.setattr(catalog, "_TOML_CACHE_ENTRIES", 20)
+    copies = []
+    for i in range(24):
+        target = tmp_path / f"katas{i}"
+        for folder in ("paged_kv", "rope"):
+            shutil.copytree(KATAS_DIR / folder, target / folder)
+        copies.append(target)
+    errors: list[BaseException] = []
+
+    def load(folders):
+        try:
+            for folder in folders:
+                assert set(load_catalog(folder).katas) == {"paged-kv", "rope"}
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load, args=(copies[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    shutil.rmtree(copies[0])
+    catalog._toml_cache_dirty = True
+    catalog._save_toml_cache()
+    kept = json.loads((tmp_path / "cache" / catalog._TOML_CACHE_FILE).read_text())
+    assert len(kept) == 20 and not any(key.startswith(str(copies[0])) for key in kept)
