@@ -37,8 +37,8 @@ ENV_ZYGOTE = "KATA_JUDGE_ZYGOTE"
 STARTUP_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE",
                "PYTHONNOUSERSITE", "PYTHONHOME", "PYTHONWARNINGS", "PYTHONOPTIMIZE",
                "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONMALLOC", "PYTHONUTF8")
-# torch._dynamo: torch.optim's first step and FlopCounterMode's first count import it (about
-# 1 s a judge: train-memory's reference, the FLOP-counting efficiency tests).
+# torch._dynamo: torch.optim's first step imports it (through torch._disable_dynamo), about
+# 1 s of every judge whose reference trains (train-memory).
 _PRELOAD = ("pytest", "hypothesis", "numpy", "torch", "torch._dynamo")
 _MAX_REQUEST_BYTES = 16_000_000
 

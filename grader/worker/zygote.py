@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if sys.path and sys.path[0] in ("", "."):
         del sys.path[0]
-    # torch._dynamo too: torch.optim's first step and FlopCounterMode's first count import it
-    # (about 1 s), in a candidate's code and in the efficiency tests' counting alike.
+    # torch._dynamo too: torch.optim's first step imports it (about 1 s of every worker whose
+    # candidate trains: train-memory).
     for name in ("numpy", "torch", "torch._dynamo"):
         with contextlib.suppress(Exception):
             __import__(name)
