@@ -611,7 +611,8 @@ def test_a_cohort_with_hostile_bundles_gives_the_full_roster(cohort):
     assert result.exit_code == 1
     data = json.loads(result.output)
     rows = {r["candidate"] if r["status"] != "rejected" else r["bundle"]: r for r in data["rows"]}
-    assert list(rows) == ["Ada", "Bo", "Eve", builders.INJECTION_NAME, "zed.kata.zip"]
+    assert list(rows) == ["Ada", "Bo", "Eve", builders.INJECTION_NAME, "zed.kata.zip"], \
+        [(r["candidate"], r["bundle"], r["status"], r.get("problem")) for r in data["rows"]]
     assert rows["Ada"]["score"] == 100 and rows["Ada"]["copy_of_reference"]
     assert rows["Bo"]["score"] == 100 and rows["Bo"]["claim_note"] == "claim matches"
     assert rows["Bo"]["reference_similarity"] < rows["Ada"]["reference_similarity"] == 1.0
