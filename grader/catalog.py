@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from grader.errors import CatalogError
-from grader.text_match import tokens
+from grader.text_match import has_word
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -367,7 +367,7 @@ def _point(raw: Any, where: str) -> tuple[str, PointKeys]:
                            "alternative key terms", hint=_KEYS_EXAMPLE)
     for group in groups:
         for term in group:
-            if not tokens(term):
+            if not has_word(term):
                 raise CatalogError(f"{where}: field 'keys' holds the term {term!r}, which has no letter or "
                                    "digit to match", hint=_KEYS_EXAMPLE)
     return text, tuple(tuple(g) for g in groups)

@@ -26,6 +26,11 @@ def tokens(text: str) -> list[str]:
     return _stemmer().stemWords(_WORD.findall(text.lower()))
 
 
+def has_word(text: str) -> bool:
+    """Whether `text` has a letter or digit: a token to match (`tokens` of it is not empty)."""
+    return _WORD.search(text.lower()) is not None
+
+
 def contains_term(text_tokens: list[str], term: str) -> bool:
     """Whether `term` (one word or several) stands in `text_tokens`, its words in a row."""
     wanted = tokens(term)

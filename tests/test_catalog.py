@@ -40,6 +40,9 @@ def _break(katas_copy, name, text):
     (lambda t: t.replace('difficulty = "', 'difficulty = "x', 1), "field 'difficulty' must be one of"),
     (lambda t: "\n".join(line for line in t.splitlines() if not line.startswith("title")), "field 'title' is missing"),
     (lambda t: t + "\n[[[ not toml", "not valid TOML"),
+    # A follow-up's key term with no letter or digit could never match an answer.
+    (lambda t: t.replace("keys = [[", 'keys = [["() ->", "+"], [', 1),
+     "field 'keys' holds the term '() ->', which has no letter or digit"),
 ])
 def test_malformed_kata_toml_names_file_and_field_and_others_still_load(katas_copy, mutate, message):
     original = (katas_copy / "paged_kv" / "kata.toml").read_text()

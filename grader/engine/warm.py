@@ -86,14 +86,33 @@ def code_key(env: dict[str, str]) -> str:
     digest = hashlib.sha256(repr(zygote.startup_key(env)).encode())
     roots = [Path(__file__).resolve().parents[1], catalog.REFERENCE_DIR, catalog.KATAS_DIR]
     for root in roots:
-        for path in sorted(root.rglob("*")):
-            if path.suffix in (".py", ".toml", ".cpp", ".md") and "__pycache__" not in path.parts:
-                try:
-                    info = path.stat()
-                except OSError:
-                    continue
-                digest.update(f"{path}\0{info.st_size}\0{info.st_mtime_ns}\n".encode())
+        for line in sorted(_code_files(str(root))):
+            digest.update(line.encode())
     return digest.hexdigest()[:32]
+
+
+_CODE_SUFFIXES = (".py", ".toml", ".cpp", ".md")
+
+
+def _code_files(folder: str) -> list[str]:
+    """"path NUL size NUL mtime" of every code file under `folder` (not in __pycache__), by
+    os.scandir: pathlib's rglob and stat took about 20 ms of every grading's start."""
+    out: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return out
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if entry.name != "__pycache__":
+                    out += _code_files(entry.path)
+            elif entry.name.endswith(_CODE_SUFFIXES):
+                info = entry.stat()
+                out.append(f"{entry.path}\0{info.st_size}\0{info.st_mtime_ns}\n")
+        except OSError:
+            continue
+    return out
 
 
 # --------------------------------------------------------------------------- the client's side
