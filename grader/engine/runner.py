@@ -472,15 +472,20 @@ def _watch(child: _Child, state: _RunState, test_timeout_s: float, deadline: flo
                              message=f"timed out after {limit:g} s and had to be killed "
                                      "(an infinite loop, or code far slower than the reference)")
             return "hung"
-        time.sleep(_POLL_S)
+        # Wait for the next event, not a fixed nap: a result (and "done", the end of the
+        # grading) is handled as it arrives, not up to _POLL_S later.
+        _read_events(child, state, wait_s=_POLL_S)
 
 
-def _read_events(child: _Child, state: _RunState) -> None:
+def _read_events(child: _Child, state: _RunState, wait_s: float = 0.0) -> None:
+    """Dispatch the events the judge sent so far; with `wait_s`, wait up to that long for
+    the first of them."""
     while True:
         try:
-            line = child.events.lines.get_nowait()
+            line = child.events.lines.get(timeout=wait_s) if wait_s > 0 else child.events.lines.get_nowait()
         except queue.Empty:
             return
+        wait_s = 0.0
         try:
             event = json.loads(line)
         except ValueError:

@@ -37,9 +37,14 @@ ENV_ZYGOTE = "KATA_JUDGE_ZYGOTE"
 STARTUP_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "PYTHONSAFEPATH", "PYTHONDONTWRITEBYTECODE",
                "PYTHONNOUSERSITE", "PYTHONHOME", "PYTHONWARNINGS", "PYTHONOPTIMIZE",
                "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONMALLOC", "PYTHONUTF8")
-# torch._dynamo: torch.optim's first step imports it (through torch._disable_dynamo), about
-# 1 s of every judge whose reference trains (train-memory).
-_PRELOAD = ("pytest", "hypothesis", "numpy", "torch", "torch._dynamo")
+# What every judge imports but its kata's suite, loaded once here. torch._dynamo: torch.optim's
+# first step imports it (through torch._disable_dynamo), about 1 s of every judge whose
+# reference trains (train-memory). grader.engine.session (and what it imports), hypothesis's
+# pytest plugin and pytest's built-in plugins (see preload): about 30 ms of each judge's start
+# (pdb for _pytest.debugging, ElementTree for junitxml, ...). grader.engine.plugin itself stays
+# out: it looks at the judge's CPUs as it is imported.
+_PRELOAD = ("pytest", "hypothesis", "numpy", "torch", "torch._dynamo", "_hypothesis_pytestplugin",
+            "grader.engine.session", "grader.worker.loading")
 _MAX_REQUEST_BYTES = 16_000_000
 
 _zygote: "Zygote | None" = None  # this process's, started on first use
@@ -231,7 +236,7 @@ def serve(control: socket.socket) -> None:
 
 def preload() -> None:
     """Import what every judge imports (here and in the warm service, grader/engine/warm.py)."""
-    for name in _PRELOAD:
+    for name in (*_PRELOAD, *_pytest_plugins()):
         try:
             __import__(name)
         except Exception:  # noqa: BLE001 - a judge that needs it fails there, as it would anyway
@@ -240,6 +245,15 @@ def preload() -> None:
     # uses torch does not scan its objects at each full collection (and pages stay shared).
     gc.collect()
     gc.freeze()
+
+
+def _pytest_plugins() -> list[str]:
+    """pytest's built-in plugins, which every pytest run imports."""
+    try:
+        from _pytest.config import default_plugins
+    except ImportError:  # pragma: no cover - pytest moved them
+        return []
+    return [f"_pytest.{name}" for name in default_plugins]
 
 
 def _reap(conns: dict[int, socket.socket]) -> None:
