@@ -172,3 +172,17 @@ def test_the_library_and_a_review_never_use_it(service):
     with zygote.many_gradings():  # a coach's review: its own zygote, never the candidate's service
         grade_file("paged-kv", REPO_ROOT / "reference" / "paged_kv.py", seed=3, levels=frozenset({1}))
     assert gradings() == before
+
+
+def test_a_split_gradings_workers_run_on_their_judges_cpus(service):
+    """Each judge of a split grading has a CPU of its own; its worker, forked by the service's
+    zygote with the zygote's CPUs, is put there too (as a worker the judge starts inherits
+    the judge's)."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("a split grading's judges share one CPU here")
+    before = gradings()
+    fixtures = REPO_ROOT / "tests" / "engine_fixtures"
+    outcome = runner.run_suite(fixtures / "same_cpus_suite.py", fixtures / "cpu_report.py", "toy", 1,
+                               shards=[["test_worker_on_the_judges_cpus_a"], ["test_worker_on_the_judges_cpus_b"]])
+    assert gradings() >= before + 2, "the judges did not come from the warm grader"
+    assert len(outcome.tests) == 2 and all(t.passed for t in outcome.tests), [t.message for t in outcome.tests]

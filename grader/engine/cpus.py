@@ -46,10 +46,21 @@ class CpuPlan:
         self.mode: str | None = None
         self.cpu: int | None = None  # the judge's one CPU while sharing
         self._last = self._sample(None) if self.usable else None
+        self._placed: int | None = None  # the worker put on this judge's one CPU
 
     def update(self, worker_pid: int | None, set_worker_spin: Callable[[float], None],
                set_judge_spin: Callable[[float], None], force: str | None = None) -> str | None:
         """Choose the mode for what runs next (`force`: this one) and apply it when it changed."""
+        if worker_pid is not None and len(self.allowed) == 1 and self._placed != worker_pid:
+            # A judge with one CPU (its share of a split grading): its worker runs there too. A
+            # worker the judge started inherits it; one forked by the warm grader's zygote
+            # comes with the zygote's CPUs, and may wake on the other judge's CPU, its cache
+            # cold, and compete with that judge's own worker.
+            self._placed = worker_pid
+            try:
+                _set_process_affinity(worker_pid, self.allowed)
+            except OSError:
+                pass  # the worker is gone: it only costs speed
         if not self.usable or worker_pid is None:
             return self.mode
         wanted = force or self.forced or self._measured(worker_pid) or self.mode or _guess(len(self.allowed))
