@@ -14,6 +14,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -122,6 +123,16 @@ class Kata:
     @property
     def cpp_reference_path(self) -> Path:
         return REFERENCE_DIR / "cpp" / f"{self.module}.cpp"
+
+    @property
+    def uses_torch(self) -> bool:
+        """Whether the reference imports torch (a solution then does too, as a rule): a
+        grading's every judge and worker, started cold, imports it."""
+        try:
+            text = self.reference_path.read_text(encoding="utf-8")
+        except OSError:
+            return False
+        return re.search(r"^\s*(import torch|from torch[ .])", text, re.MULTILINE) is not None
 
     @property
     def languages(self) -> tuple[str, ...]:

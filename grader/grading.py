@@ -16,7 +16,7 @@ from grader.cpp.toolchain import is_cpp
 from grader.engine import precheck, suite_listing, time_limits
 from grader.engine.limits import Limits
 from grader.engine.report import Scorecard, build_scorecard
-from grader.engine.runner import RunOutcome, TestResult, run_suite
+from grader.engine.runner import RunOutcome, TestResult, judges_forked, run_suite
 from grader.errors import CatalogError, KataError
 from grader.statement import later_names, load_statement
 
@@ -130,9 +130,8 @@ def grade(kata: Kata, path: Path, *, seed: int | None = None, suite: Path | None
     test_limits = call_limits = durations = None
     if per_test_limits and not fixed:
         test_limits, call_limits, durations = _reference_limits(kata, suite, timeout, on_event) or (None, None, None)
-    # A kata's own suite splits as its kata.toml allows; a private suite or the examples run
-    # in one judge. An explicit `jobs` is taken as it is.
-    jobs = grading_jobs(jobs) if jobs is not None else min(grading_jobs(), kata.judges if suite == kata.suite_path else 1)
+    # An explicit `jobs` is taken as it is (see judges_for otherwise).
+    jobs = grading_jobs(jobs) if jobs is not None else min(grading_jobs(), judges_for(kata, suite))
     shards = time_limits.shards_for(durations, jobs, levels, tests)
     outcome = run_suite(suite, graded_path, kata.module, seed,
                         test_timeout_s=timeout, total_timeout_s=total_timeout_s,
@@ -201,6 +200,19 @@ def _unloadable(suite: Path, path: Path, kata: Kata, seed: int, error: str, t0: 
         if on_event is not None:
             on_event("result", result.to_dict())
     return RunOutcome(tests=results, duration_s=time.monotonic() - t0, import_error=error)
+
+
+def judges_for(kata: Kata, suite: Path, forked: Callable[[], bool] | None = None) -> int:
+    """How many judges a grading of `suite` may split over: the kata's own suite as its
+    kata.toml allows, a private suite or the examples in one. Where the judges start cold
+    (no warm grader), a kata that uses torch runs in one: a second judge and its worker
+    would each import torch again (lora on 2 CPUs: 4.1 s with two judges, 3.7 s with one;
+    forked, 1.75 s with two, 2.55 s with one)."""
+    if suite != kata.suite_path:
+        return 1
+    if kata.judges > 1 and kata.uses_torch and not (forked or judges_forked)():
+        return 1
+    return kata.judges
 
 
 def grading_jobs(jobs: int | None = None) -> int:

@@ -594,3 +594,19 @@ def test_a_pytest_plugin_the_user_installed_never_loads_into_the_judge(tmp_path,
     outcome = run("good", seed=3)
     assert all(t.passed for t in outcome.tests) and len(outcome.tests) == 3
     assert not marker.exists()
+
+
+def test_a_cold_grading_of_a_kata_that_uses_torch_runs_in_one_judge():
+    """Two judges started cold each import torch, and so do their workers: a kata that uses
+    torch splits only where its judges are forked from a process that has (judges_for)."""
+    from grader.catalog import load_catalog
+    from grader.grading import judges_for
+
+    catalog = load_catalog()
+    lora, paged = catalog.get("lora"), catalog.get("paged-kv")
+    assert lora.uses_torch and not paged.uses_torch and lora.judges == paged.judges == 2
+    assert judges_for(lora, lora.suite_path, forked=lambda: False) == 1
+    assert judges_for(lora, lora.suite_path, forked=lambda: True) == 2
+    assert judges_for(paged, paged.suite_path, forked=lambda: False) == 2
+    assert judges_for(lora, lora.examples_path, forked=lambda: True) == 1
+    assert judges_for(catalog.get("mha"), catalog.get("mha").suite_path, forked=lambda: True) == 1

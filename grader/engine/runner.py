@@ -568,6 +568,12 @@ def _child_pythonpath(inherited: str | None) -> str:
     return os.pathsep.join(entries)
 
 
+def judges_forked() -> bool:
+    """Whether this process's next grading forks its judges from a process that imported
+    torch already (the warm grader, or a review's zygote) rather than starting them."""
+    return zygote.wanted() or warm.forks_judges(_judge_env())
+
+
 def _spawn(cmd: list[str], env: dict[str, str], config: JudgeConfig, cwd: Path,
            cpus: set[int] | None = None) -> _Child:
     read_fd, write_fd = os.pipe()

@@ -244,11 +244,10 @@ _remote: Remote | None = None  # this process's connection to the service
 _remote_lock = __import__("threading").Lock()
 
 
-def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
-                cpus: set[int] | None) -> zygote.ZygoteChild | None:
-    """A judge forked by the warm service, where the CLI turned it on and one answers (None:
-    the runner starts it as usual, and a service is started in the background for the next
-    grading). Never within `zygote.many_gradings` (a coach's review has its own zygote)."""
+def _usable_remote(env: dict[str, str]) -> Remote | None:
+    """This process's connection to a ready service for `env`'s judges, made on first use
+    (None: the judges start cold). Never within `zygote.many_gradings` (a coach's review
+    has its own zygote)."""
     global _remote
     if not enabled() or zygote._uses > 0:
         return None
@@ -261,6 +260,23 @@ def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
             _remote = remote_for(env)
         remote = _remote
     if remote is None or remote.key != zygote.startup_key(env):
+        return None
+    return remote
+
+
+def forks_judges(env: dict[str, str]) -> bool:
+    """Whether a grading's judges (with `env`) will come from the warm service."""
+    return _usable_remote(env) is not None
+
+
+def spawn_judge(cmd: list[str], env: dict[str, str], cwd: str, results_fd: int,
+                cpus: set[int] | None) -> zygote.ZygoteChild | None:
+    """A judge forked by the warm service, where the CLI turned it on and one answers (None:
+    the runner starts it as usual, and a service is started in the background for the next
+    grading). Never within `zygote.many_gradings` (a coach's review has its own zygote)."""
+    global _remote
+    remote = _usable_remote(env)
+    if remote is None:
         return None
     try:
         return remote.spawn(cmd, env, cwd, results_fd, cpus)
