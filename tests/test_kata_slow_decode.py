@@ -50,6 +50,23 @@ def test_worked_example_numbers_of_the_statement():
     assert (round(fast.flops / 1e6, 2), fast.syncs) == (0.86, 6)
 
 
+def test_the_examples_figure_of_generate_slow_is_what_it_counts():
+    """katas/slow_decode/examples.py compares a solution's FLOPs with generate_slow's on one
+    call, given as a number: the number is what count_flops counts."""
+    import importlib.util
+
+    from grader.catalog import load_catalog
+
+    path = load_catalog().get(SLUG).examples_path
+    spec = importlib.util.spec_from_file_location("slow_decode_examples", path)
+    assert spec is not None and spec.loader is not None
+    examples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(examples)
+    with measuring("flops") as slow:
+        generate_slow(TinyLM(seed=0), [[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]], 10)
+    assert examples.SLOW_FLOPS == slow.flops
+
+
 def _random_inputs(n: int):
     gen = torch.Generator().manual_seed(18)
     for _ in range(n):

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from grader.protocol import expect, kata_test
 from grader.suites._measure import count_flops, count_ops, count_syncs
-from slow_decode_model import TinyLM, generate_slow
+from slow_decode_model import TinyLM
 
 PROMPTS = [[5, 9, 2], [7]]
+# generate_slow's FLOPs on the call of test_fewer_flops_than_generate_slow, as count_flops
+# counts them (counting them again at every check took a tenth of a second).
+SLOW_FLOPS = 11_010_560
 
 
 @kata_test(level=1, category="correctness", description="the worked example: generate_slow's tokens")
@@ -23,7 +26,7 @@ def test_worked_example_tokens(solution):
 def test_fewer_flops_than_generate_slow(solution):
     prompts = [[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]]
     model = TinyLM(seed=0)
-    slow = count_flops(lambda: generate_slow(model, prompts, 10))
+    slow = SLOW_FLOPS  # count_flops(lambda: generate_slow(model, prompts, 10))
     fast = count_flops(lambda: solution.generate(model, prompts, 10))
     expect(fast * 3 <= slow, "FLOPs of generate, against a third of generate_slow's on the same call",
            input="generate(TinyLM(seed=0), prompts=[[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]], max_new_tokens=10)",
