@@ -428,19 +428,23 @@ class _PeakMeter(_Meter):
                 return False  # as _StorageMeter's
 
             def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-                inputs = {_storage_id(t) for t in _tensors((args, kwargs or {}), Tensor)}
                 out = func(*args, **(kwargs or {}))
                 grew = False
                 live = meter.live
-                for t in _tensors(out, Tensor):
+                inputs = None  # the inputs' storages, found only for an output not followed yet
+                outputs: Any = (out,) if isinstance(out, Tensor) else _tensors(out, Tensor)
+                for t in outputs:
                     key = _storage_id(t)
-                    # An output on an input's storage is a view or an in-place result.
-                    if key is None or key in inputs:
+                    if key is None:
                         continue
                     known = live.get(key)
+                    if known is not None and not expired(known[0]):
+                        continue  # followed already
+                    if inputs is None:
+                        inputs = {_storage_id(x) for x in _tensors((args, kwargs or {}), Tensor)}
+                    if key in inputs:
+                        continue  # on an input's storage: a view or an in-place result
                     if known is not None:
-                        if not expired(known[0]):
-                            continue  # followed already
                         # (A safeguard: while its weak reference is held, a dead storage's
                         # address is not handed out again.)
                         free(known[0])
