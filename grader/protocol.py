@@ -138,6 +138,16 @@ def call_then_read(obj: Any, name: str, args: tuple, reads: Sequence[tuple[str, 
     return proxy.call_then_read(obj, name, args, reads, result_reads)
 
 
+def new_then_call(obj: Any, name: str, cls: Any, args: tuple, kwargs: dict | None = None,
+                  reads: Sequence[tuple[str, tuple | None]] = ()) -> tuple:
+    """made = cls(*args, **kwargs), then obj.name(made), then `reads` on obj (as read_all
+    makes them). Returns ((True, made) or (False, the exception the constructor raised), the
+    call's outcome and the reads' outcomes: None and [] when the constructor raised), in
+    one round trip when obj is the candidate's: a lockstep add_request(Request(...)) where
+    the request is built with the candidate's own class. The snippet shows the two calls."""
+    return proxy.new_then_call(obj, name, cls, args, kwargs, reads)
+
+
 def run_in_one_process(fn: Callable, *args: Any) -> Any:
     """fn(*args) in the process where the candidate's code runs, when an argument is the
     candidate's (the reference: here), and its result back as plain data. For tests of how

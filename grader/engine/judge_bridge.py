@@ -148,6 +148,10 @@ class JudgeEndpoint(Endpoint):
         entry = self.entry_of(op, args)
         if entry is not None and entry in self.hung_functions:
             raise HungFunction(self.hung_functions[entry])
+        if op == Op.NEW_THEN_CALL and len(args) > 2:  # it enters by the constructor first
+            first = self.entry_of(Op.CALL, (args[2],))
+            if first is not None and first in self.hung_functions:
+                raise HungFunction(self.hung_functions[first])
         # (An efficiency test's workload is not a reproduction: nothing of it is recorded.)
         call = self.observer.started(op, args) if not self.measure_kinds else None
         self.recording = call
@@ -194,7 +198,7 @@ class JudgeEndpoint(Endpoint):
         target = args[0] if args else None
         if not isinstance(target, RemoteObject):
             return None
-        if op in (Op.CALLMETHOD, Op.CALL_THEN_READ):
+        if op in (Op.CALLMETHOD, Op.CALL_THEN_READ, Op.NEW_THEN_CALL):  # (the last: its method)
             return f"{target._kata_type.qualname}.{args[1]}" if isinstance(args[1], str) else None
         if op not in (Op.CALL, Op.CALL_MANY, Op.CALL_ROWS):
             return None

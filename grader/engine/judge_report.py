@@ -119,6 +119,10 @@ def last_call_text(process: Any) -> str | None:
             call_args, call_kwargs = args[-2], args[-1]
             parts = [show(a) for a in call_args] + [f"{k}={show(v)}" for k, v in call_kwargs]
             return f"{name}({', '.join(parts)})"[:1000]
+        if op == "new_then_call" and len(args) > 4:  # obj.name(cls(*args, **kwargs))
+            cls = getattr(getattr(args[2], "_kata_type", None), "qualname", "?")
+            parts = [show(a) for a in args[3]] + [f"{k}={show(v)}" for k, v in args[4]]
+            return f"{args[1]}({cls}({', '.join(parts)}))"[:1000]
     except Exception:  # noqa: BLE001 - a description must never fail the report
         return None
     return None

@@ -1,5 +1,6 @@
 """Proxies: how the candidate's objects look in the judge, and the batched calls a suite
-makes through them (grader/protocol.py's call_many, read_all, call_then_read).
+makes through them (grader/protocol.py's call_many, read_all, call_then_read,
+new_then_call).
 
 Nothing here runs candidate code: a proxy's every operation is a request to the endpoint
 that made it (``_kata_bridge``, a ``grader.engine.judge_bridge.JudgeEndpoint``), and what
@@ -291,6 +292,33 @@ def call_then_read(obj: Any, name: str, args: tuple, reads: Sequence[tuple[str, 
         first = (False, exc)
     of_result = read_all(first[1], list(result_reads)) if first[0] else []
     return first, read_all(obj, list(reads)), of_result
+
+
+def new_then_call(obj: Any, name: str, cls: Any, args: tuple, kwargs: dict | None = None,
+                  reads: Sequence[tuple[str, tuple | None]] = ()) -> tuple:
+    """made = cls(*args, **kwargs), then obj.name(made), then `reads` on obj as read_all
+    makes them: ((True, made) or (False, exception), the call's outcome and the reads'
+    outcomes; None and [] when the constructor raised). One request when obj is the
+    candidate's: add_request(Request(...)) of a lockstep test."""
+    kwargs = kwargs or {}
+    if isinstance(obj, RemoteObject):
+        answer = obj._kata_bridge.request(Op.NEW_THEN_CALL, obj, name, cls, tuple(args),
+                                          tuple(kwargs.items()), _wire_reads(reads))
+        if not (type(answer) is tuple and len(answer) == 3 and _outcome_shape(answer[0])
+                and type(answer[2]) is list and all(map(_outcome_shape, answer[2]))
+                and ((answer[0][0] and _outcome_shape(answer[1]) and len(answer[2]) == len(reads))
+                     or (not answer[0][0] and answer[1] is None and not answer[2]))):
+            raise TypeError("new_then_call: the worker's answer does not fit the call and reads")
+        return answer
+    try:
+        made: tuple[bool, Any] = (True, cls(*args, **kwargs))
+    except Exception as exc:  # noqa: BLE001 - the constructor's outcome, error or not
+        return (False, exc), None, []
+    try:
+        outcome: tuple[bool, Any] = (True, getattr(obj, name)(made[1]))
+    except Exception as exc:  # noqa: BLE001 - the call's outcome, error or not
+        outcome = (False, exc)
+    return made, outcome, read_all(obj, list(reads))
 
 
 def _wire_reads(reads: Any) -> Any:

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from grader.engine.proxy import RemoteMethod, RemoteObject
-from grader.engine.transcript import MAX_SNIPPET_CHARS, Call, ModuleSnap, Segment, Transcript
+from grader.engine.transcript import MAX_SNIPPET_CHARS, Call, Made, ModuleSnap, Segment, Transcript
 from grader.worker import values
 from grader.worker.codec import Verbatim
 
@@ -95,7 +95,7 @@ def callee(call: Call, module_proxy: Any) -> str:
 def literal(value: Any, names: _Names) -> str:
     """Python source that rebuilds `value` exactly: a candidate's object by the name the
     snippet gave it, a value by its row of the value table (grader/worker/values.py)."""
-    if isinstance(value, RemoteObject):
+    if isinstance(value, (RemoteObject, Made)):
         if value is names.module_proxy:
             return names.module
         return names.of(value)
@@ -169,7 +169,7 @@ def render(transcript: Transcript | Segment, *, module: str, module_proxy: Any, 
             continue
         if call.raised:
             lines.append(f"{expr}  # raises {call.raised}")
-        elif isinstance(call.result, RemoteObject):
+        elif isinstance(call.result, (RemoteObject, Made)):
             if call.op == "getattr" and call.target is module_proxy:
                 names.by_id[id(call.result)] = expr  # paged_kv.PagedKVCacheAllocator
                 continue

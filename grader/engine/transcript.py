@@ -45,6 +45,9 @@ class Call:
     # kwargs), ...), possibly wrapped in codec.Verbatim. Replayed after the example's last
     # call, where a lockstep test's failing comparison looked.
     reads: Any = None
+    # A request that made two calls (new_then_call): the method call that took this call's
+    # object; both are in the transcript.
+    then: "Call | None" = None
 
     def note_raised(self, exc: BaseException) -> None:
         """The call raised `exc` (in the candidate's code, or on its way back)."""
@@ -54,6 +57,16 @@ class Call:
 
     def raised_not_implemented(self) -> bool:
         return self.unimplemented is not None or self.raised == "NotImplementedError"
+
+
+class Made:
+    """The object a recorded constructor call of new_then_call makes, until (or unless) its
+    reply names it: the snippet calls it by its class's name, as it would the proxy."""
+
+    __slots__ = ("_kata_type",)
+
+    def __init__(self, cls: Any) -> None:
+        self._kata_type = getattr(cls, "_kata_type", None)
 
 
 @dataclass
@@ -177,7 +190,8 @@ class ModuleSnap:
 
 # The requests a snippet replays: calls into the candidate's code, and attribute reads and
 # writes. (call_then_read replays as its call, its reads printed after the last call.)
-RECORDED_OPS = frozenset({Op.CALL, Op.CALLMETHOD, Op.CALL_THEN_READ, Op.GETATTR, Op.SETATTR})
+# (new_then_call replays as two calls: the constructor's, then the method's.)
+RECORDED_OPS = frozenset({Op.CALL, Op.CALLMETHOD, Op.CALL_THEN_READ, Op.NEW_THEN_CALL, Op.GETATTR, Op.SETATTR})
 
 
 class Recorder:
@@ -204,11 +218,17 @@ class Recorder:
             elif op in (Op.CALLMETHOD, Op.CALL_THEN_READ):  # (reads: printed after the last call only)
                 call = Call(Op.CALLMETHOD, args[0], args[1], snapshot(args[2]), snapshot(args[3]),
                             reads=args[4] if op == Op.CALL_THEN_READ else None)
+            elif op == Op.NEW_THEN_CALL:  # (obj, name, cls, args, kwargs, reads)
+                made = Made(args[2])
+                call = Call(Op.CALL, args[2], None, snapshot(args[3]), snapshot(args[4]), result=made)
+                call.then = Call(Op.CALLMETHOD, args[0], args[1], (made,), (), reads=args[5])
             else:  # getattr / setattr
                 call = Call(op, args[0], args[1], snapshot(args[2:]), ())
         except Exception:  # noqa: BLE001 - a transcript must never fail a test
             return None
         self.transcript.add(call)
+        if call.then is not None:
+            self.transcript.add(call.then)
         return call
 
     def seeded(self, call: Call, seed: int) -> None:
@@ -216,10 +236,12 @@ class Recorder:
         call.seed = seed
 
     def raised(self, call: Call, exc: BaseException) -> None:
-        call.note_raised(exc)
+        (call.then or call).note_raised(exc)  # (the request's last call: where it was cut)
 
     def returned(self, call: Call, op: str, result: Any) -> None:
-        if op == Op.CALL_THEN_READ and type(result) is tuple and result:
+        if op == Op.NEW_THEN_CALL and call.then is not None and type(result) is tuple and len(result) == 3:
+            self._made(call, call.then, result[0], result[1])
+        elif op == Op.CALL_THEN_READ and type(result) is tuple and result:
             outcome: tuple[bool, Any] = result[0] if type(result[0]) is tuple and len(result[0]) == 2 else (True, None)
             ok, value = outcome
             if not ok:
@@ -228,3 +250,26 @@ class Recorder:
                 call.result = value
         elif isinstance(result, RemoteObject):
             call.result = result
+
+    def _made(self, call: Call, then: Call, made: Any, outcome: Any) -> None:
+        """new_then_call's reply: the constructor raised (the method was never called: its
+        entry leaves the transcript), or its object is the method's argument."""
+        if type(made) is not tuple or len(made) != 2:
+            return
+        if not made[0]:
+            call.note_raised(made[1])
+            calls = self.transcript.calls
+            for i in range(len(calls) - 1, -1, -1):
+                if calls[i] is then:
+                    del calls[i]
+                    break
+            call.then = None
+            return
+        if isinstance(made[1], RemoteObject):
+            call.result = made[1]
+            then.args = (made[1],)
+        if type(outcome) is tuple and len(outcome) == 2:
+            if not outcome[0]:
+                then.note_raised(outcome[1])
+            elif isinstance(outcome[1], RemoteObject):
+                then.result = outcome[1]

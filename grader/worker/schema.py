@@ -216,6 +216,7 @@ class Op:
     CALL_ROWS = "call_rows"
     READ_ALL = "read_all"
     CALL_THEN_READ = "call_then_read"
+    NEW_THEN_CALL = "new_then_call"
     GETATTR = "getattr"
     SETATTR = "setattr"
     DELATTR = "delattr"
@@ -258,6 +259,9 @@ OPS: dict[str, OpRow] = {
     Op.CALL_ROWS: OpRow(JUDGE_TO_WORKER, ("fn", "args", "kwargs", "columns", "n")),
     Op.READ_ALL: OpRow(JUDGE_TO_WORKER, ("obj", "reads")),
     Op.CALL_THEN_READ: OpRow(JUDGE_TO_WORKER, ("obj", "name", "args", "kwargs", "reads", "result_reads")),
+    # cls(*args, **kwargs), then obj.name(that object), then reads on obj: a request whose
+    # argument the test builds with the candidate's own class (add_request(Request(...))).
+    Op.NEW_THEN_CALL: OpRow(JUDGE_TO_WORKER, ("obj", "name", "cls", "args", "kwargs", "reads")),
     Op.GETATTR: OpRow(JUDGE_TO_WORKER, ("obj", "name")),
     Op.SETATTR: OpRow(JUDGE_TO_WORKER, ("obj", "name", "value")),
     Op.DELATTR: OpRow(JUDGE_TO_WORKER, ("obj", "name")),

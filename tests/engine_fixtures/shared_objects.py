@@ -60,6 +60,31 @@ class Tally:
         return {"int"}
 
 
+class Entry:
+    """For new_then_call: a constructor that may reject its fields."""
+
+    def __init__(self, name, size=1):
+        if size < 0:
+            raise ValueError("size must be >= 0")
+        self.name, self.size = name, size
+
+
+class Ledger:
+    """For new_then_call: a method that takes an Entry, and may refuse it."""
+
+    def __init__(self):
+        self.entries = []
+
+    def add_entry(self, entry):
+        if any(e.name == entry.name for e in self.entries):
+            raise KeyError(entry.name)
+        self.entries.append(entry)
+        return len(self.entries)
+
+    def names(self):
+        return [e.name for e in self.entries]
+
+
 def numbers(n):
     return list(range(n))
 

@@ -97,6 +97,39 @@ def test_call_then_read_is_a_call_then_its_reads(solution):
            got=(first, reads, of_result))
 
 
+@kata_test(level=1, category="correctness", description="an argument built with the candidate's class, in one request")
+def test_new_then_call_builds_the_argument_in_the_same_request(solution):
+    from grader.engine.transcript import active_transcript
+    from grader.protocol import new_then_call
+
+    ledger = solution.Ledger()
+    entry = solution.Entry  # (fetched once, as a suite's module proxy keeps it)
+    bridge, sent = ledger._kata_bridge, []
+    original = bridge.request
+    bridge.request = lambda op, *args: (sent.append(op), original(op, *args))[1]
+    try:
+        made, outcome, reads = new_then_call(ledger, "add_entry", entry, ("a",), {"size": 2}, [("names", ())])
+    finally:
+        del bridge.request
+    expect(sent == ["new_then_call"], "one request", got=sent)
+    calls = active_transcript().calls
+    recorded = [(c.op, c.name, c.raised) for c in calls[-2:]]
+    expect(recorded == [("call", None, None), ("callmethod", "add_entry", None)]
+           and calls[-1].args == (made[1],) and calls[-2].result is made[1],
+           "recorded as the constructor's call, then the method's with its object", got=recorded)
+    expect(made[0] and outcome == (True, 1) and reads == [(True, ["a"])] and made[1].size == 2,
+           "the object made, the call's value, the reads", got=(made, outcome, reads))
+    made, outcome, reads = new_then_call(ledger, "add_entry", solution.Entry, ("b", -1), reads=[("names", ())])
+    calls = active_transcript().calls
+    expect(not made[0] and isinstance(made[1], ValueError) and outcome is None and reads == []
+           and calls[-1].op == "call" and calls[-1].raised == "ValueError",
+           "a constructor that raised: its exception, no call, no reads, only its own entry",
+           got=(made, outcome, reads, [(c.op, c.name, c.raised) for c in calls[-2:]]))
+    made, outcome, reads = new_then_call(ledger, "add_entry", solution.Entry, ("a",), reads=[("names", ())])
+    expect(made[0] and not outcome[0] and isinstance(outcome[1], KeyError) and reads == [(True, ["a"])],
+           "a call that raised: its exception, the reads all the same", got=(made, outcome, reads))
+
+
 @kata_test(level=1, category="correctness", description="plain reads cross in one piece, as copies")
 def test_plain_reads_cross_as_copies(solution):
     from grader.protocol import read_all

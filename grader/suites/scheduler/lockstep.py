@@ -18,7 +18,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from grader.protocol import PropertyFailure, call_then_read, read_all
+from grader.protocol import PropertyFailure, call_then_read, new_then_call, read_all
 from grader.suites.scheduler.strategies import config_text, configs, fit, request_text
 
 # The statement's rules, as a failure names them.
@@ -72,6 +72,14 @@ def outcome_value(outcome: tuple[bool, Any]) -> Any:
     if not ok:
         raise value
     return value
+
+
+def add_request(sched: Any, mod: Any, fields: tuple) -> Any:
+    """sched.add_request(mod.Request(*fields)), in one round trip when sched is the
+    candidate's: raises what the constructor or add_request raised."""
+    made, outcome, _ = new_then_call(sched, "add_request", mod.Request, fields)
+    outcome_value(made)
+    return outcome_value(outcome)
 
 
 def step_reads(sched: Any) -> tuple[Callable[[], Any], tuple[bool, Any], list[tuple[bool, Any]]]:
@@ -244,11 +252,20 @@ class Pair:
         want = error_of(lambda: self.ref.add_request(self.ref_mod.Request(rid, p, m, prio, t)),
                         ValueError, "reference add_request", self.calls)
         self.unfinished_read = None
-        made: list[Any] = []  # the candidate's Request (its constructor may reject the fields)
-        got = error_of(lambda: made.append(self.sol_mod.Request(rid, p, m, prio, t)), ValueError,
-                       "add_request", self.calls, self.source)
+        # The candidate's Request (its constructor may reject the fields), then add_request
+        # of it and has_unfinished() after, in one round trip.
+        sent: list[tuple] = []
+
+        def made() -> Any:
+            sent.append(new_then_call(self.sol, "add_request", self.sol_mod.Request, (rid, p, m, prio, t),
+                                      reads=[("has_unfinished", ())]))
+            return outcome_value(sent[0][0])
+
+        got = error_of(made, ValueError, "add_request", self.calls, self.source)
         if got is None:
-            got = self._sol_call("add_request", (made[0],), ValueError, "add_request")
+            _, outcome, reads = sent[0]
+            self.unfinished_read = reads[0]
+            got = error_of(lambda: outcome_value(outcome), ValueError, "add_request", self.calls, self.source)
         if want != got:
             self.fail(self.mirror.add_error_rule(rid, p, m), expected=want or "accepted",
                       got=got or "accepted")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import example, given, settings, strategies as st
 
 from grader.protocol import expect, kata_test
-from grader.suites.scheduler.lockstep import compare_script, run_lockstep, view
+from grader.suites.scheduler.lockstep import add_request, compare_script, run_lockstep, view
 from grader.suites.scheduler.strategies import (MULTI_VICTIM_CASES, admission_scenarios, capacity,
                                                 config, config_text, configs, fit, multi_victim_case,
                                                 request_text, scenarios)
@@ -337,7 +337,7 @@ def test_blocks_freed_on_finish(solution, cfg, requests):
         p, m = fit(cfg, p, m)
         rid = f"q{i}"
         model.calls.append(request_text(rid, p, m, 0, 0.0))
-        sched.add_request(solution.Request(rid, p, m))
+        add_request(sched, solution, (rid, p, m))
         finished = False
         for _ in range(p + m):
             model.calls.append("step()")

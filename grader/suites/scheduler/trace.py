@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grader.protocol import PropertyFailure, expect
-from grader.suites.scheduler.lockstep import call, error_of, outcome_value, step_reads, view
+from grader.suites.scheduler.lockstep import add_request, call, error_of, outcome_value, step_reads, view
 from grader.suites.scheduler.strategies import capacity, config_text, fit, request_text
 
 
@@ -195,7 +195,7 @@ def drive(solution: Any, scenario: tuple[dict, list[tuple]], check: str | None,
             p, m = fit(cfg, op[1], op[2])
             t = float(op[4]) if len(op) > 4 else float(model.num_steps)  # the step, unless given
             model.calls.append(request_text(rid, p, m, op[3], t))
-            call(lambda: sched.add_request(solution.Request(rid, p, m, op[3], t)),
+            call(lambda: add_request(sched, solution, (rid, p, m, op[3], t)),
                  "add_request", model.calls, source)
             model.reqs[rid] = _Req(rid, p, m, op[3], t)
             ids.append(rid)
@@ -261,7 +261,7 @@ def expect_admitted_next_step(sched: Any, mod: Any, model: TraceModel, rid: str,
     """Look forward: a request needing every block of the pool gets its first chunk now."""
     cap = capacity(model.cfg)
     model.calls.append(request_text(rid, cap - 1, 1, 0, 0.0))
-    sched.add_request(mod.Request(rid, cap - 1, 1))
+    add_request(sched, mod, (rid, cap - 1, 1))
     model.calls.append("step()")
     batch = view(sched.step())
     expect(rid in batch["prefill"], why, input=model.calls,
