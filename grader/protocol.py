@@ -148,6 +148,61 @@ def new_then_call(obj: Any, name: str, cls: Any, args: tuple, kwargs: dict | Non
     return proxy.new_then_call(obj, name, cls, args, kwargs, reads)
 
 
+class Script:
+    """Calls on one of the candidate's objects fixed in advance (a trace test's adds, aborts
+    and steps), made in one round trip; the test then takes their records in order with
+    `take`, each entering the example's transcript as it is taken, so a snippet replays what
+    the test had looked at when it failed. When obj is not the candidate's (the reference),
+    or the script ended early (an exception, see below), `take` gives None and the test
+    makes the call itself, as it would without a script.
+
+    Entries (reads as read_all takes them; may_raise: exception class names after which the
+    script goes on):
+
+    * ("call", name, args, reads, result_reads, may_raise): obj.name(*args) as call_then_read
+      makes it; record ("call", outcome, reads' outcomes, result reads' outcomes);
+    * ("new", name, cls, args, kwargs, reads, may_raise): obj.name(cls(*args, **kwargs)) as
+      new_then_call makes it; record ("new", made, outcome, reads' outcomes);
+    * ("repeat", a "call" entry, limit, (name, args)): the read first, record ("read",
+      outcome); then, while it gives True (a bool) and at most `limit` times, the call, whose
+      first read gives the next.
+
+    The script stops after the first record holding any other exception: the test fails
+    there (what comes after is never looked at). Its candidate code may run a little further
+    than a test making the calls one by one would have: a later call of the script that
+    hangs is then the test's verdict."""
+
+    def __init__(self, obj: Any, entries: Sequence[tuple]) -> None:
+        self.obj = obj
+        self.entries = list(entries)
+        self.records = proxy.run_script(obj, self.entries)
+        self._at = 0  # the next record
+        self._entry = 0  # the entry it belongs to
+        self._left_in_repeat: int | None = None
+
+    def take(self) -> tuple | None:
+        """The next record (in the transcript from now on), or None: make the call yourself."""
+        if self._at >= len(self.records):
+            return None
+        record = self.records[self._at]
+        entry = self.entries[self._entry]
+        if entry[0] == "repeat":
+            self._left_in_repeat = entry[2] if record[0] == "read" else (self._left_in_repeat or 1) - 1
+            proxy.record_script_call(self.obj, entry if record[0] == "read" else entry[1], record)
+            if record[0] == "read":
+                goes_on = record[1][0] and record[1][1] is True
+            else:
+                reads = record[2]
+                goes_on = bool(reads) and reads[0][0] and reads[0][1] is True
+            if not goes_on or self._left_in_repeat == 0:
+                self._entry += 1
+        else:
+            proxy.record_script_call(self.obj, entry, record)
+            self._entry += 1
+        self._at += 1
+        return record
+
+
 def run_in_one_process(fn: Callable, *args: Any) -> Any:
     """fn(*args) in the process where the candidate's code runs, when an argument is the
     candidate's (the reference: here), and its result back as plain data. For tests of how

@@ -374,6 +374,7 @@ def test_in_place_changes_through_dropped_temporaries_reach_the_candidates_objec
         "test_new_types_met_on_several_threads_at_once": (True, ""),
         "test_call_then_read_is_a_call_then_its_reads": (True, ""),
         "test_new_then_call_builds_the_argument_in_the_same_request": (True, ""),
+        "test_script_makes_fixed_calls_in_one_request": (True, ""),
         "test_plain_reads_cross_as_copies": (True, ""),
         "test_call_many_clones_tensor_arguments_and_copies_results": (True, ""),
         "test_call_many_rows_cross_stacked": (True, ""),

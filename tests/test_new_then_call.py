@@ -138,3 +138,29 @@ def test_refused_at_once_when_either_call_hung_earlier(hung):
     with pytest.raises(HungFunction) as raised:
         endpoint._request(Op.NEW_THEN_CALL, (sched, "add_request", cls, ("a", 3), (), ()))
     assert raised.value.site is site
+
+
+@pytest.mark.parametrize("hung", ["Scheduler.add_request", "Request", "Scheduler.step"])
+def test_a_script_is_refused_at_once_when_any_of_its_calls_hung_earlier(hung):
+    """A script enters by each of its calls: any of them hung earlier, none is made; its own
+    entry (where a hang of it is filed) is its last call's."""
+    endpoint = object.__new__(JudgeEndpoint)
+    cls, sched = _remote("Request", is_class=True), _remote("Scheduler", methods=frozenset({"add_request", "step"}))
+    endpoint.callable_names = {cls._kata_handle: "Request"}
+    entries = (("new", "add_request", cls, ("a", 3), (), (), ()),
+               ("repeat", ("call", "step", (), (), (), (), ()), 5, ("has_unfinished", (), ())))
+    assert endpoint.entry_of(Op.SCRIPT, (sched, entries)) == "Scheduler.step"
+    site = HangSite("f", 3, "test_x", "line 3")
+    endpoint.hung_functions = {hung: site}
+    with pytest.raises(HungFunction) as raised:
+        endpoint._request(Op.SCRIPT, (sched, entries))
+    assert raised.value.site is site
+
+
+def test_a_script_on_an_object_of_the_judges_makes_nothing():
+    """The reference's scheduler: no records, the test makes each call itself."""
+    from grader.protocol import Script
+
+    ledger = Ledger()
+    script = Script(ledger, [("call", "add_entry", (Entry("a"),), [], [], ())])
+    assert script.records == [] and script.take() is None and ledger.names == []

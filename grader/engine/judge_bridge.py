@@ -148,10 +148,10 @@ class JudgeEndpoint(Endpoint):
         entry = self.entry_of(op, args)
         if entry is not None and entry in self.hung_functions:
             raise HungFunction(self.hung_functions[entry])
-        if op == Op.NEW_THEN_CALL and len(args) > 2:  # it enters by the constructor first
-            first = self.entry_of(Op.CALL, (args[2],))
-            if first is not None and first in self.hung_functions:
-                raise HungFunction(self.hung_functions[first])
+        if op in (Op.NEW_THEN_CALL, Op.SCRIPT):  # more ways in than its entry: each is checked
+            for way in self._ways_in(op, args):
+                if way in self.hung_functions:
+                    raise HungFunction(self.hung_functions[way])
         # (An efficiency test's workload is not a reproduction: nothing of it is recorded.)
         call = self.observer.started(op, args) if not self.measure_kinds else None
         self.recording = call
@@ -189,6 +189,29 @@ class JudgeEndpoint(Endpoint):
             self.callable_names[result._kata_handle] = args[1] if owner == "module" else f"{owner}.{args[1]}"
         return result
 
+    def _ways_in(self, op: str, args: tuple) -> list[str]:
+        """Each entry (see entry_of) by which a new_then_call or a script enters the
+        candidate's code: its constructors' and its methods', in order."""
+        if op == Op.NEW_THEN_CALL:
+            calls = [("new", args[1], args[2])] if len(args) > 2 else []
+        else:
+            calls = []
+            for entry in (args[1] if len(args) > 1 and type(args[1]) is tuple else ()):
+                if type(entry) is tuple and len(entry) > 1 and entry[0] == "repeat":
+                    entry = entry[1]
+                if type(entry) is tuple and len(entry) > 2 and entry[0] in ("call", "new"):
+                    calls.append((entry[0], entry[1], entry[2]))
+        ways = []
+        for kind, name, cls in calls:
+            if kind == "new":
+                way = self.entry_of(Op.CALL, (cls,))
+                if way is not None:
+                    ways.append(way)
+            way = self.entry_of(Op.CALLMETHOD, (args[0], name))
+            if way is not None:
+                ways.append(way)
+        return ways
+
     def entry_of(self, op: str, args: tuple) -> str | None:
         """How a call request enters the candidate's code, named so that the same way in
         has the same name in every worker of the grade: "PagedKVCacheAllocator.allocate" (a
@@ -200,6 +223,9 @@ class JudgeEndpoint(Endpoint):
             return None
         if op in (Op.CALLMETHOD, Op.CALL_THEN_READ, Op.NEW_THEN_CALL):  # (the last: its method)
             return f"{target._kata_type.qualname}.{args[1]}" if isinstance(args[1], str) else None
+        if op == Op.SCRIPT:  # its last entry's method (a trace's step)
+            ways = [way for way in self._ways_in(op, args) if way.startswith(target._kata_type.qualname + ".")]
+            return ways[-1] if ways else None
         if op not in (Op.CALL, Op.CALL_MANY, Op.CALL_ROWS):
             return None
         named = self.callable_names.get(target._kata_handle)

@@ -1,6 +1,6 @@
 """Proxies: how the candidate's objects look in the judge, and the batched calls a suite
 makes through them (grader/protocol.py's call_many, read_all, call_then_read,
-new_then_call).
+new_then_call, Script).
 
 Nothing here runs candidate code: a proxy's every operation is a request to the endpoint
 that made it (``_kata_bridge``, a ``grader.engine.judge_bridge.JudgeEndpoint``), and what
@@ -319,6 +319,92 @@ def new_then_call(obj: Any, name: str, cls: Any, args: tuple, kwargs: dict | Non
     except Exception as exc:  # noqa: BLE001 - the call's outcome, error or not
         outcome = (False, exc)
     return made, outcome, read_all(obj, list(reads))
+
+
+def run_script(obj: Any, entries: Sequence[tuple]) -> list:
+    """Calls on obj fixed in advance, in one request when obj is the candidate's (for any
+    other object: [], and the test makes its calls itself). Entries:
+
+    * ("call", name, args, reads, result_reads, may_raise): obj.name(*args), as
+      call_then_read makes it; record ("call", outcome, reads' outcomes, result reads');
+    * ("new", name, cls, args, kwargs, reads, may_raise): obj.name(cls(*args, **kwargs)), as
+      new_then_call makes it; record ("new", made, outcome, reads' outcomes);
+    * ("repeat", a "call" entry, limit, (name, args)): the read first, record ("read",
+      outcome); then, while it gave True and at most `limit` times, the call, whose first
+      read gives the next (each call's record as above).
+
+    The records, in order, end after the first that holds an exception other than its main
+    call's of a class named in `may_raise` (a tuple of names), or a read of a repeat that did
+    not give a bool: what follows is for the test to call itself. Nothing is recorded in the
+    transcript here: a record is, as the test takes it (record_script_call). No entries:
+    no request."""
+    if not isinstance(obj, RemoteObject) or not entries:
+        return []
+    wire = tuple(_wire_entry(entry) for entry in entries)
+    records = obj._kata_bridge.request(Op.SCRIPT, obj, wire)
+    if type(records) is not list or len(records) > 100_000 or not all(map(_record_shape, records)):
+        raise TypeError("run_script: the worker's answer does not fit a script's records")
+    return records
+
+
+def _wire_entry(entry: tuple) -> tuple:
+    kind = entry[0]
+    if kind == "call":
+        _, name, args, reads, result_reads, may_raise = entry
+        return ("call", name, tuple(args), (), _wire_reads(reads), _wire_reads(result_reads), tuple(may_raise))
+    if kind == "new":
+        _, name, cls, args, kwargs, reads, may_raise = entry
+        return ("new", name, cls, tuple(args), tuple(kwargs.items()), _wire_reads(reads), tuple(may_raise))
+    if kind == "repeat":
+        _, inner, limit, (name, args) = entry
+        if inner[0] != "call":
+            raise ValueError("a script repeats a call entry")
+        return ("repeat", _wire_entry(inner), int(limit), (name, None if args is None else tuple(args), ()))
+    raise ValueError(f"unknown script entry {kind!r}")
+
+
+def _record_shape(record: Any) -> bool:
+    if type(record) is not tuple or not record:
+        return False
+    if record[0] == "read":
+        return len(record) == 2 and _outcome_shape(record[1])
+    if record[0] not in ("call", "new") or len(record) != 4 or not _outcome_shape(record[1]):
+        return False
+    rest = record[2:] if record[0] == "call" else record[3:]
+    if record[0] == "new" and record[2] is not None and not _outcome_shape(record[2]):
+        return False
+    return all(type(part) is list and all(map(_outcome_shape, part)) for part in rest)
+
+
+def record_script_call(obj: Any, entry: tuple, record: tuple) -> None:
+    """The transcript takes the calls of a script's record, as if made now (the snippet
+    then replays what the test had looked at when it failed, not the whole script)."""
+    bridge = obj._kata_bridge
+    if bridge.measure_kinds:
+        return
+    observer = bridge.observer
+    kind = record[0]
+    if kind == "read":
+        name, args = entry[3]
+        call = observer.started(Op.CALLMETHOD, (obj, name, tuple(args or ()), ()))
+        if call is not None:
+            if record[1][0]:
+                observer.returned(call, Op.CALLMETHOD, record[1][1])
+            else:
+                observer.raised(call, record[1][1])
+        return
+    if kind == "call":
+        _, name, args, reads, result_reads, _ = entry
+        call = observer.started(Op.CALL_THEN_READ, (obj, name, tuple(args), (), _wire_reads(reads),
+                                                    _wire_reads(result_reads)))
+        if call is not None:
+            observer.returned(call, Op.CALL_THEN_READ, record[1:])
+        return
+    _, name, cls, args, kwargs, reads, _ = entry
+    call = observer.started(Op.NEW_THEN_CALL, (obj, name, cls, tuple(args), tuple(kwargs.items()),
+                                               _wire_reads(reads)))
+    if call is not None:
+        observer.returned(call, Op.NEW_THEN_CALL, record[1:])
 
 
 def _wire_reads(reads: Any) -> Any:

@@ -217,6 +217,7 @@ class Op:
     READ_ALL = "read_all"
     CALL_THEN_READ = "call_then_read"
     NEW_THEN_CALL = "new_then_call"
+    SCRIPT = "script"
     GETATTR = "getattr"
     SETATTR = "setattr"
     DELATTR = "delattr"
@@ -262,6 +263,10 @@ OPS: dict[str, OpRow] = {
     # cls(*args, **kwargs), then obj.name(that object), then reads on obj: a request whose
     # argument the test builds with the candidate's own class (add_request(Request(...))).
     Op.NEW_THEN_CALL: OpRow(JUDGE_TO_WORKER, ("obj", "name", "cls", "args", "kwargs", "reads")),
+    # Calls on one object fixed in advance, as call_then_read and new_then_call make them, and
+    # a call repeated while a read stays true: a trace test's whole workload in one request
+    # (grader/engine/proxy.py's run_script says what each entry is and what comes back).
+    Op.SCRIPT: OpRow(JUDGE_TO_WORKER, ("obj", "entries")),
     Op.GETATTR: OpRow(JUDGE_TO_WORKER, ("obj", "name")),
     Op.SETATTR: OpRow(JUDGE_TO_WORKER, ("obj", "name", "value")),
     Op.DELATTR: OpRow(JUDGE_TO_WORKER, ("obj", "name")),

@@ -392,6 +392,74 @@ def _new_then_call(ep: WorkerEndpoint, obj: Any, name: Any, cls: Any, args: Any,
     return made, outcome, _read_all(ep, obj, reads)
 
 
+MAX_SCRIPT_RECORDS = 100_000  # what one script may run (a repeat's limit included)
+
+
+def _script(ep: WorkerEndpoint, obj: Any, entries: Any) -> list:
+    """The entries' records, in order, until the first record with an exception the entry
+    does not allow (its main call's, of a name in its last field; any read's); see
+    grader/engine/proxy.py's run_script for the entries and their records."""
+    if type(entries) is not tuple:
+        raise BridgeError("malformed script")
+    records = _Copied()  # (crosses as a copy, not as a shared list)
+    for entry in entries:
+        if type(entry) is not tuple or not entry or entry[0] not in _SCRIPT_ENTRIES:
+            raise BridgeError("malformed script entry")
+        kind = entry[0]
+        if kind == "repeat":
+            _, inner, limit, cond = entry
+            if type(inner) is not tuple or not inner or inner[0] != "call" or type(limit) is not int:
+                raise BridgeError("malformed script repeat")
+            outcome = _plain_list(_read_all(ep, obj, [cond]))[0]
+            records.append(("read", outcome))
+            while outcome[0] and outcome[1] is True and limit > 0 and len(records) < MAX_SCRIPT_RECORDS:
+                limit -= 1
+                record = _script_call(ep, obj, inner)
+                records.append(record)
+                if not _script_ok(record, inner[-1]):
+                    return records
+                reads = _plain_list(record[2])
+                outcome = reads[0] if reads else (True, False)
+            if not outcome[0] or type(outcome[1]) is not bool or len(records) >= MAX_SCRIPT_RECORDS:
+                return records  # (a read that is not a bool: the test reads it itself)
+            continue
+        record = _script_call(ep, obj, entry)
+        records.append(record)
+        if not _script_ok(record, entry[-1]) or len(records) >= MAX_SCRIPT_RECORDS:
+            return records
+    return records
+
+
+def _script_call(ep: WorkerEndpoint, obj: Any, entry: tuple) -> tuple:
+    if entry[0] == "call":  # ("call", name, args, kwargs, reads, result_reads, may_raise)
+        _, name, args, kwargs, reads, result_reads, _ = entry
+        return ("call", *_call_then_read(ep, obj, name, args, kwargs, reads, result_reads))
+    _, name, cls, args, kwargs, reads, _ = entry  # ("new", ...)
+    return ("new", *_new_then_call(ep, obj, name, cls, args, kwargs, reads))
+
+
+def _script_ok(record: tuple, may_raise: Any) -> bool:
+    """No exception in the record but the main call's, of a name in `may_raise`."""
+    if record[0] == "new":
+        _, made, main, reads = record
+        if not made[0]:
+            return False
+        outcomes = _plain_list(reads)
+    else:
+        _, main, reads, result_reads = record
+        outcomes = _plain_list(reads) + _plain_list(result_reads)
+    if not main[0] and not (type(may_raise) is tuple and type(main[1]).__name__ in may_raise):
+        return False
+    return all(ok for ok, _ in outcomes)
+
+
+def _plain_list(outcomes: Any) -> list:
+    return list(outcomes.value if isinstance(outcomes, codec.Verbatim) else outcomes)
+
+
+_SCRIPT_ENTRIES = frozenset({"call", "new", "repeat"})
+
+
 class _Copied(list):
     """A list that crosses as a plain copy ("L0"), not as a shared object."""
 
@@ -466,6 +534,7 @@ _OPS: dict[str, Callable[..., Any]] = {
     Op.READ_ALL: _read_all,
     Op.CALL_THEN_READ: _call_then_read,
     Op.NEW_THEN_CALL: _new_then_call,
+    Op.SCRIPT: _script,
     Op.GETATTR: lambda ep, obj, name: getattr(obj, name),
     Op.SETATTR: lambda ep, obj, name, value: setattr(obj, name, value),
     Op.DELATTR: lambda ep, obj, name: delattr(obj, name),

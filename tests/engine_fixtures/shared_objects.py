@@ -84,6 +84,21 @@ class Ledger:
     def names(self):
         return [e.name for e in self.entries]
 
+    def drop(self, name):
+        """For a script's allowed exception: KeyError for an unknown name."""
+        for i, e in enumerate(self.entries):
+            if e.name == name:
+                del self.entries[i]
+                return name
+        raise KeyError(name)
+
+    def pop(self):
+        """For a script's repeat: the first entry's name, taken out."""
+        return self.entries.pop(0).name
+
+    def busy(self):
+        return bool(self.entries)
+
 
 def numbers(n):
     return list(range(n))

@@ -130,6 +130,51 @@ def test_new_then_call_builds_the_argument_in_the_same_request(solution):
            "a call that raised: its exception, the reads all the same", got=(made, outcome, reads))
 
 
+@kata_test(level=1, category="correctness", description="a script: fixed calls in one request, recorded as taken")
+def test_script_makes_fixed_calls_in_one_request(solution):
+    from grader.engine.transcript import active_transcript
+    from grader.protocol import Script
+
+    ledger, entry = solution.Ledger(), solution.Entry
+    entries = [("new", "add_entry", entry, ("a",), {}, [], ()),
+               ("new", "add_entry", entry, ("b",), {"size": 3}, [("names", ())], ()),
+               ("call", "drop", ("zz",), [], [], ("KeyError",)),  # raises, and the script goes on
+               ("repeat", ("call", "pop", (), [("busy", ())], [], ()), 10, ("busy", ())),
+               ("call", "names", (), [], [], ())]
+    bridge, sent = ledger._kata_bridge, []
+    original = bridge.request
+    bridge.request = lambda op, *args: (sent.append(op), original(op, *args))[1]
+    try:
+        script = Script(ledger, entries)
+    finally:
+        del bridge.request
+    expect(sent == ["script"], "one request", got=sent)
+    shapes = [(r[0], r[1][0], r[1][1] if r[0] in ("call", "read") and r[1][0] else None) for r in script.records]
+    expect(shapes == [("new", True, None), ("new", True, None), ("call", False, None), ("read", True, True),
+                      ("call", True, "a"), ("call", True, "b"), ("call", True, [])]
+           and script.records[1][3] == [(True, ["a", "b"])] and script.records[5][2] == [(True, False)]
+           and isinstance(script.records[2][1][1], KeyError),
+           "a record per call, in order; the repeat ends when its read gives False", got=script.records)
+    before = len(active_transcript().calls)
+    expect(before == 0 or active_transcript().calls[-1].name != "names",
+           "nothing of a script is in the transcript before it is taken", got=before)
+    taken = [script.take() for _ in range(8)]
+    expect(taken[:7] == script.records and taken[7] is None, "take gives each record, then None", got=taken)
+    calls = [(c.op, c.name, c.raised) for c in active_transcript().calls[before:]]
+    expect(calls == [("call", None, None), ("callmethod", "add_entry", None), ("call", None, None),
+                     ("callmethod", "add_entry", None), ("callmethod", "drop", "KeyError"),
+                     ("callmethod", "busy", None), ("callmethod", "pop", None), ("callmethod", "pop", None),
+                     ("callmethod", "names", None)],
+           "the transcript takes each record's calls as it is taken", got=calls)
+    stops = Script(ledger, [("call", "drop", ("zz",), [], [], ()), ("call", "names", (), [], [], ())])
+    expect(len(stops.records) == 1 and stops.take() is not None and stops.take() is None,
+           "an exception not allowed ends the script: the test makes the rest itself", got=stops.records)
+    bad = Script(ledger, [("new", "add_entry", entry, ("c", -1), {}, [], ()), ("call", "names", (), [], [], ())])
+    expect(len(bad.records) == 1 and not bad.records[0][1][0] and bad.records[0][2] is None,
+           "a constructor that raised ends the script", got=bad.records)
+    expect(Script(object(), entries).take() is None, "no script for an object of the judge's")
+
+
 @kata_test(level=1, category="correctness", description="plain reads cross in one piece, as copies")
 def test_plain_reads_cross_as_copies(solution):
     from grader.protocol import read_all

@@ -18,7 +18,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
                                  rule, run_state_machine_as_test)
 
-from grader.protocol import PropertyFailure, call_then_read, new_then_call, read_all
+from grader.protocol import PropertyFailure, Script, call_then_read, new_then_call, read_all
 from grader.suites.scheduler.strategies import config_text, configs, fit, request_text
 
 # The statement's rules, as a failure names them.
@@ -47,7 +47,7 @@ RULE_FINISH = ("a request finishes with its max_new_tokens-th decode (not when p
 RULE_UNFINISHED = "has_unfinished() is True exactly while a request waits or runs"
 
 
-_FIELDS = ("prefill", "decode", "preempted", "finished")
+FIELDS = ("prefill", "decode", "preempted", "finished")
 
 
 def view(batch: Any, outcomes: list[tuple[bool, Any]] | None = None) -> dict:
@@ -55,7 +55,7 @@ def view(batch: Any, outcomes: list[tuple[bool, Any]] | None = None) -> dict:
     already read); fails readably when a field is missing or mistyped."""
     try:
         values = []
-        for ok, value in outcomes or read_all(batch, [(name, None) for name in _FIELDS]):
+        for ok, value in outcomes or read_all(batch, [(name, None) for name in FIELDS]):
             if not ok:
                 raise value
             values.append(value)
@@ -77,9 +77,37 @@ def outcome_value(outcome: tuple[bool, Any]) -> Any:
 def add_request(sched: Any, mod: Any, fields: tuple) -> Any:
     """sched.add_request(mod.Request(*fields)), in one round trip when sched is the
     candidate's: raises what the constructor or add_request raised."""
-    made, outcome, _ = new_then_call(sched, "add_request", mod.Request, fields)
+    return added(new_then_call(sched, "add_request", mod.Request, fields))
+
+
+def add_all(sched: Any, mod: Any, requests: list[tuple]) -> None:
+    """add_request(Request(*fields)) for each, in order: in one round trip (a Script) when
+    sched is the candidate's; raises what the first failing call raised."""
+    try:
+        request = mod.Request
+    except AttributeError:
+        request = None  # (the add_request made without a script reports it)
+    entries: list[tuple] = [("new", "add_request", request, fields, {}, [], ()) for fields in requests]
+    script = Script(sched, entries if request is not None else [])
+    for fields in requests:
+        record = script.take()
+        if record is None:
+            add_request(sched, mod, fields)
+        else:
+            added(record)
+
+
+def added(outcomes: tuple) -> Any:
+    """What add_request returned, from new_then_call's outcomes (or a script's "new"
+    record): raises what the constructor or add_request raised."""
+    made, outcome = outcomes[-3], outcomes[-2]
     outcome_value(made)
     return outcome_value(outcome)
+
+
+# A step as step_reads makes it, as a Script's entry: has_unfinished() and the Batch's
+# fields read with it.
+STEP_ENTRY = ("call", "step", (), [("has_unfinished", ())], [(name, None) for name in FIELDS], ())
 
 
 def step_reads(sched: Any) -> tuple[Callable[[], Any], tuple[bool, Any], list[tuple[bool, Any]]]:
@@ -87,7 +115,7 @@ def step_reads(sched: Any) -> tuple[Callable[[], Any], tuple[bool, Any], list[tu
     callable giving the Batch or raising what step() raised, for `call`; has_unfinished's
     outcome; the fields' outcomes, for `view`)."""
     outcome, reads, fields = call_then_read(sched, "step", (), [("has_unfinished", ())],
-                                            [(name, None) for name in _FIELDS])
+                                            [(name, None) for name in FIELDS])
     return (lambda: outcome_value(outcome)), reads[0], fields
 
 
@@ -292,19 +320,38 @@ class Pair:
 
     def step(self) -> dict:
         """step() on both; the first Batch that differs fails, naming the rule."""
+        return self.steps(1)[0]
+
+    def steps(self, n: int, *, until_done: bool = False) -> list[dict]:
+        """step() on both, n times (with until_done: while the reference has unfinished
+        requests, at most n times), each compared as it is taken: the reference steps first,
+        then the candidate's scheduler makes its steps in one round trip (a Script)."""
+        plan: list[tuple[dict, bool]] = []  # the reference's Batch, and has_unfinished() after it
+        for _ in range(n):
+            if until_done and not self.ref.has_unfinished():
+                break
+            want = view(self.ref.step())
+            plan.append((want, self.ref.has_unfinished()))
+        script = Script(self.sol, [STEP_ENTRY] * len(plan))
+        for want, ref_unfinished in plan:
+            self._compare_step(want, ref_unfinished, script.take())
+        return [want for want, _ in plan]
+
+    def _compare_step(self, want: dict, ref_unfinished: bool, record: tuple | None) -> None:
         self.num_steps += 1
         self.calls.append(f"step() #{self.num_steps}")
         self.unfinished_read = None
-        want = view(self.ref.step())
-        stepped, unfinished, fields = step_reads(self.sol)
+        if record is None:
+            stepped, unfinished, fields = step_reads(self.sol)
+        else:
+            stepped, unfinished, fields = (lambda: outcome_value(record[1])), record[2][0], record[3]
         got = view(call(stepped, f"step() #{self.num_steps}", self.calls, self.source), fields)
         if want != got:
             self.fail(f"step {self.num_steps} is the first whose Batch differs from the correct "
                       f"schedule: {explain(want, got, self.mirror)}", expected=want, got=got)
         self.mirror.apply(want)
         self.unfinished_read = unfinished
-        self.check_unfinished(after_call=True)
-        return want
+        self.check_unfinished(after_call=True, want=ref_unfinished)
 
     def _sol_call(self, name: str, args: tuple, expected: type[BaseException], what: str) -> str | None:
         """error_of for a method of the candidate's scheduler; has_unfinished() is read in
@@ -313,12 +360,15 @@ class Pair:
         self.unfinished_read = reads[0]
         return error_of(lambda: outcome_value(outcome), expected, what, self.calls, self.source)
 
-    def check_unfinished(self, read: tuple[bool, Any] | None = None, *, after_call: bool = False) -> None:
+    def check_unfinished(self, read: tuple[bool, Any] | None = None, *, after_call: bool = False,
+                         want: bool | None = None) -> None:
         """has_unfinished() of both agree: `read` (an outcome already read), or with
-        after_call the one read with the last add_request/abort/step, or read now."""
+        after_call the one read with the last add_request/abort/step, or read now; `want`:
+        the reference's, read when it was in the same state (else read now)."""
         if after_call and read is None:
             read = self.unfinished_read
-        want = self.ref.has_unfinished()
+        if want is None:
+            want = self.ref.has_unfinished()
         if read is None:
             got = call(self.sol.has_unfinished, "has_unfinished()", self.calls, self.source)
         else:
@@ -327,10 +377,7 @@ class Pair:
             self.fail(RULE_UNFINISHED, expected=want, got=got)
 
     def drain(self, max_steps: int = 200) -> None:
-        for _ in range(max_steps):
-            if not self.ref.has_unfinished():
-                return
-            self.step()
+        self.steps(max_steps, until_done=True)
 
 
 def compare_script(solution: Any, reference: Any, cfg: dict, ops: list[tuple],
@@ -394,8 +441,7 @@ def run_lockstep(solution: Any, reference: Any, level: int, max_examples: int) -
 
         @rule(repeat=st.integers(1, 3))
         def step(self, repeat: int) -> None:
-            for _ in range(repeat):
-                self.pair.step()
+            self.pair.steps(repeat)
 
         if level >= 3:
             @precondition(lambda self: bool(self.ids))

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import example, given, settings, strategies as st
 
 from grader.protocol import PropertyFailure, expect, kata_test, run_in_one_process
-from grader.suites.scheduler.lockstep import add_request, compare_script, error_of, run_lockstep, view
+from grader.suites.scheduler.lockstep import add_all, add_request, compare_script, error_of, run_lockstep, view
 from grader.suites.scheduler.strategies import config, config_text, fit, request_text, scenarios
 from grader.suites.scheduler.threads import concurrent_trial
 from grader.suites.scheduler.trace import abort, drive, expect_admitted_next_step
@@ -283,10 +283,9 @@ def _queued_scheduler(mod: Any, num_waiting: int) -> Any:
     """One long decode holds the only seat; `num_waiting` requests are queued behind it."""
     sched = mod.Scheduler(max_num_batched_tokens=8, max_num_seqs=1, num_blocks=10**6,
                           block_size=16, aging_steps=4)
-    add_request(sched, mod, ("long", 1, 10**6, 0, 0.0))
+    add_all(sched, mod, [("long", 1, 10**6, 0, 0.0)])
     sched.step()
-    for i in range(num_waiting):
-        add_request(sched, mod, (f"w{i}", 1 + i % 7, 1, 1 + i % 5, float(i % 11)))
+    add_all(sched, mod, [(f"w{i}", 1 + i % 7, 1, 1 + i % 5, float(i % 11)) for i in range(num_waiting)])
     return sched
 
 

@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from grader.protocol import PropertyFailure, expect
-from grader.suites.scheduler.lockstep import add_request, call, error_of, outcome_value, step_reads, view
+from grader.protocol import PropertyFailure, Script, expect
+from grader.suites.scheduler.lockstep import STEP_ENTRY, add_request, added, call, error_of, outcome_value, step_reads, view
 from grader.suites.scheduler.strategies import capacity, config_text, fit, request_text
 
 
@@ -183,36 +183,73 @@ class TraceModel:
 def drive(solution: Any, scenario: tuple[dict, list[tuple]], check: str | None,
           drain: bool = True) -> tuple[Any, TraceModel]:
     """Run the scenario on the solution alone, replaying each Batch on the model; then
-    (when `drain`) step until nothing is unfinished, within the statement's bound."""
+    (when `drain`) step until nothing is unfinished, within the statement's bound. The calls
+    are fixed in advance: the candidate's scheduler makes them in one round trip (a Script),
+    and the model takes their outcomes in order, as if each were made then."""
     cfg, ops = scenario
     model = TraceModel(cfg, check, calls=[config_text(cfg)])
     source = getattr(solution, "__file__", None)
     sched = call(lambda: solution.Scheduler(**cfg), "Scheduler(...)", model.calls, source)
+    plan: list[tuple] = []
     ids: list[str] = []
+    steps = 0
     for op in ops:
         if op[0] == "add":
             rid = f"q{99 - len(ids)}"  # later arrivals get smaller ids: arrival must decide ties
             p, m = fit(cfg, op[1], op[2])
-            t = float(op[4]) if len(op) > 4 else float(model.num_steps)  # the step, unless given
-            model.calls.append(request_text(rid, p, m, op[3], t))
-            call(lambda: add_request(sched, solution, (rid, p, m, op[3], t)),
-                 "add_request", model.calls, source)
-            model.reqs[rid] = _Req(rid, p, m, op[3], t)
+            t = float(op[4]) if len(op) > 4 else float(steps)  # the step, unless given
+            plan.append(("add", rid, p, m, op[3], t))
             ids.append(rid)
         elif op[0] == "abort" and ids:
-            abort(sched, model, ids[op[1] % len(ids)], source)
+            plan.append(("abort", ids[op[1] % len(ids)]))
         elif op[0] == "step":
-            for _ in range(op[1]):
-                step(sched, model, source)
+            plan += [("step",)] * op[1]
+            steps += op[1]
+    script = Script(sched, _entries(solution, plan))
+    for item in plan:
+        if item[0] == "add":
+            _, rid, p, m, prio, t = item
+            model.calls.append(request_text(rid, p, m, prio, t))
+            record = script.take()
+            call(lambda: add_request(sched, solution, (rid, p, m, prio, t)) if record is None
+                 else added(record), "add_request", model.calls, source)
+            model.reqs[rid] = _Req(rid, p, m, prio, t)
+        elif item[0] == "abort":
+            abort(sched, model, item[1], source, script.take())
+        else:
+            step(sched, model, source, script.take())
     if drain:
         _drain(sched, model, source)
     return sched, model
 
 
-def step(sched: Any, model: TraceModel, source: str | None = None) -> dict:
+def _entries(solution: Any, plan: list[tuple]) -> list[tuple]:
+    """The script of a plan; none when the module has no Request to build one with (the
+    test's own add_request call then fails as it should)."""
+    try:
+        request = solution.Request
+    except Exception:  # noqa: BLE001 - reported by the add_request made without a script
+        return []
+    entries: list[tuple] = []
+    for item in plan:
+        if item[0] == "add":
+            entries.append(("new", "add_request", request, item[1:], {}, [], ()))
+        elif item[0] == "abort":
+            entries.append(("call", "abort", (item[1],), [], [], ("KeyError",)))
+        else:
+            entries.append(STEP_ENTRY)
+    return entries
+
+
+def step(sched: Any, model: TraceModel, source: str | None = None, record: tuple | None = None) -> dict:
+    """One step, checked on the model; `record`: its outcomes from a script (else it is
+    made now)."""
     model.num_steps += 1
     model.calls.append(f"step() #{model.num_steps}")
-    stepped, unfinished, fields = step_reads(sched)  # one round trip
+    if record is None:
+        stepped, unfinished, fields = step_reads(sched)  # one round trip
+    else:
+        stepped, unfinished, fields = (lambda: outcome_value(record[1])), record[2][0], record[3]
     batch = view(call(stepped, f"step() #{model.num_steps}", model.calls, source), fields)
     model.on_batch(dict(batch, prefill=dict(batch["prefill"])))
     want = bool(model.live("waiting") or model.live("running"))
@@ -223,10 +260,12 @@ def step(sched: Any, model: TraceModel, source: str | None = None) -> dict:
     return batch
 
 
-def abort(sched: Any, model: TraceModel, rid: str, source: str | None = None) -> None:
+def abort(sched: Any, model: TraceModel, rid: str, source: str | None = None,
+          record: tuple | None = None) -> None:
     model.calls.append(f"abort({rid!r})")
     live = model.reqs[rid].state in ("waiting", "running")
-    raised = error_of(lambda: sched.abort(rid), KeyError, "abort", model.calls, source) is not None
+    made = (lambda: sched.abort(rid)) if record is None else (lambda: outcome_value(record[1]))
+    raised = error_of(made, KeyError, "abort", model.calls, source) is not None
     if raised == live:
         model.fail("abort", "abort() raises KeyError exactly for ids that are not waiting or running",
                    expected="KeyError" if not live else "aborted",
@@ -244,11 +283,14 @@ def liveness_bound(model: TraceModel) -> int:
 def _drain(sched: Any, model: TraceModel, source: str | None) -> None:
     bound = liveness_bound(model)
     model.calls.append(f"... step until has_unfinished() is False (at most {bound} steps)")
-    unfinished = call(sched.has_unfinished, "has_unfinished()", model.calls, source)
+    script = Script(sched, [("repeat", STEP_ENTRY, bound, ("has_unfinished", ()))])
+    first = script.take()
+    unfinished = call(sched.has_unfinished if first is None else lambda: outcome_value(first[1]),
+                      "has_unfinished()", model.calls, source)
     for _ in range(bound):
         if not unfinished:
             break
-        step(sched, model, source)
+        step(sched, model, source, script.take())
         unfinished = model.unfinished  # read with the step
     left = sorted(r.rid for r in model.live("waiting") + model.live("running"))
     if left or sched.has_unfinished():
