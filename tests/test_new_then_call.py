@@ -164,3 +164,22 @@ def test_a_script_on_an_object_of_the_judges_makes_nothing():
     ledger = Ledger()
     script = Script(ledger, [("call", "add_entry", (Entry("a"),), [], [], ())])
     assert script.records == [] and script.take() is None and ledger.names == []
+
+
+def test_a_cut_script_records_each_of_its_calls_once_the_last_taking_the_error():
+    """A script cut as a hang sends nothing back: the snippet still makes its calls, in
+    order, and its last call shows the error (the code hangs there, or earlier)."""
+    recorder, module = Recorder(), _Module()
+    _, cls, sched = _request(recorder, module)
+    before = len(recorder.transcript.calls)
+    entries = (("new", "add_request", cls, ("b", 1), (), (), ()),
+               ("call", "abort", ("b",), (), (), (), ("KeyError",)),
+               ("repeat", ("call", "step", (), (), (("has_unfinished", (), ()),), (), ()), 9,
+                ("has_unfinished", (), ())))
+    recorder.cut_script((sched, entries), TimeoutError("cut"))
+    calls = [(c.op, c.name, c.raised) for c in recorder.transcript.calls[before:]]
+    assert calls == [("call", None, None), ("callmethod", "add_request", None), ("callmethod", "abort", None),
+                     ("callmethod", "has_unfinished", None), ("callmethod", "step", "TimeoutError")]
+    text = _snippet(recorder, module)
+    compile(text, "snippet", "exec")
+    assert "scheduler_2.abort('b')" in text and "scheduler_2.step()" in text

@@ -165,6 +165,8 @@ class JudgeEndpoint(Endpoint):
         except BaseException as exc:
             if call is not None:
                 self.observer.raised(call, exc)
+            elif op == Op.SCRIPT and not self.measure_kinds:
+                self.observer.cut_script(args, exc)
             if outermost and isinstance(exc, Exception):
                 self.entered = None  # it returned (by raising): only a cut call stays entered
             if isinstance(exc, RandomStateNotSynced):

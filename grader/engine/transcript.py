@@ -251,6 +251,28 @@ class Recorder:
         elif isinstance(result, RemoteObject):
             call.result = result
 
+    def cut_script(self, args: tuple, exc: BaseException) -> None:
+        """A script whose request failed (cut as a hang, or the worker died): none of its
+        records came back, so its calls are recorded each once (a repeat: its read and one
+        call), the last taking the error. A snippet then makes them as the test did, up to
+        where the code was stopped (a hang at a repeat's later call aside)."""
+        try:
+            obj, entries = args
+            last = None
+            for entry in entries[:MAX_CALLS]:
+                if entry[0] == "repeat":
+                    cond = entry[3]
+                    last = self.started(Op.CALLMETHOD, (obj, cond[0], tuple(cond[1] or ()), ()))
+                    entry = entry[1]
+                if entry[0] == "call":
+                    last = self.started(Op.CALL_THEN_READ, (obj, *entry[1:6]))
+                elif entry[0] == "new":
+                    last = self.started(Op.NEW_THEN_CALL, (obj, *entry[1:6]))
+            if last is not None:
+                self.raised(last, exc)
+        except Exception:  # noqa: BLE001 - a transcript must never fail a test
+            return
+
     def _made(self, call: Call, then: Call, made: Any, outcome: Any) -> None:
         """new_then_call's reply: the constructor raised (the method was never called: its
         entry leaves the transcript), or its object is the method's argument."""
