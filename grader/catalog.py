@@ -17,6 +17,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,35 +201,42 @@ class Catalog:
 
 # kata.toml files parsed before, by path: (a hash of the text, data). Parsing all of them took
 # about 45 ms of each command's start (`kata list`, `check`); reading and hashing them takes
-# well under 1 ms. The cache file is kept beside the reference timings' (grader/store.cache_dir),
-# as JSON; a review loads catalogs from several threads at once, hence the lock.
-_TOML_CACHE_FILE = "catalog-v2.json"
-_TOML_CACHE_ENTRIES = 64  # files of folders still there, the newest parsed (a catalog has 14)
-_toml_cache: dict[str, Any] | None = None
-_toml_cache_dirty = False
+# well under 1 ms. The cache files are kept beside the reference timings' (grader/store.cache_dir),
+# as JSON, one for each katas folder (a checkout's 14 files: decoding one file for every
+# checkout and test folder seen, 64 entries, took 17 ms of each start); a review loads
+# catalogs from several threads at once, hence the lock.
+_TOML_CACHE_PREFIX = "catalog-v3-"
+_TOML_CACHE_ENTRIES = 64  # files of a folder still there, the newest parsed (a catalog has 14)
+_TOML_CACHE_KEEP_S = 14 * 86400  # another folder's cache file unused this long is removed
+_toml_cache: dict[Path, dict[str, Any]] = {}  # by cache file
+_toml_cache_dirty: set[Path] = set()
 _toml_cache_lock = threading.Lock()
 
 
-def _toml_cache_path() -> Path:
+def _toml_cache_path(katas_dir: Path) -> Path:
     from grader.store import cache_dir
 
-    return cache_dir() / _TOML_CACHE_FILE
+    digest = hashlib.blake2b(str(katas_dir).encode(), digest_size=8).hexdigest()
+    return cache_dir() / f"{_TOML_CACHE_PREFIX}{digest}.json"
 
 
 def _parsed_toml(path: Path) -> dict[str, Any]:
     """The TOML file's data: from the cache when this very text was parsed before, else
     parsed (and remembered)."""
-    global _toml_cache, _toml_cache_dirty
     text = path.read_text(encoding="utf-8")
-    key, digest = str(path.resolve()), hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    resolved = path.resolve()
+    key, digest = str(resolved), hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    cache_file = _toml_cache_path(resolved.parent.parent)
     with _toml_cache_lock:
-        if _toml_cache is None:
+        cache = _toml_cache.get(cache_file)
+        if cache is None:
             try:
-                loaded = json.loads(_toml_cache_path().read_text(encoding="utf-8"))
-                _toml_cache = loaded if isinstance(loaded, dict) else {}
+                loaded = json.loads(cache_file.read_text(encoding="utf-8"))
+                cache = loaded if isinstance(loaded, dict) else {}
             except (OSError, ValueError):
-                _toml_cache = {}
-        entry = _toml_cache.get(key)
+                cache = {}
+            _toml_cache[cache_file] = cache
+        entry = cache.get(key)
     if isinstance(entry, list) and len(entry) == 2 and entry[0] == digest and isinstance(entry[1], dict):
         return entry[1]
     data = tomllib.loads(text)
@@ -237,24 +245,43 @@ def _parsed_toml(path: Path) -> dict[str, Any]:
     except (TypeError, ValueError):
         return data
     with _toml_cache_lock:
-        _toml_cache.pop(key, None)  # (re-inserted last: the newest)
-        _toml_cache[key] = [digest, data]
-        _toml_cache_dirty = True
+        cache.pop(key, None)  # (re-inserted last: the newest)
+        cache[key] = [digest, data]
+        _toml_cache_dirty.add(cache_file)
     return data
 
 
 def _save_toml_cache() -> None:
     """Write the parsed files back (atomically; a cache that cannot be written is skipped),
     without the files that are gone, and the newest _TOML_CACHE_ENTRIES of the others."""
-    global _toml_cache_dirty
-    with _toml_cache_lock:
-        if not _toml_cache_dirty or _toml_cache is None:
-            return
-        _toml_cache_dirty = False
-        kept = [(k, v) for k, v in _toml_cache.items() if os.path.isfile(k)][-_TOML_CACHE_ENTRIES:]
-        text = json.dumps(dict(kept))
+    with _toml_cache_lock:  # (written under the lock: an older text never lands after a newer)
+        dirty = sorted(_toml_cache_dirty)
+        _toml_cache_dirty.clear()
+        for target in dirty:
+            kept = [(k, v) for k, v in _toml_cache[target].items() if os.path.isfile(k)][-_TOML_CACHE_ENTRIES:]
+            _write_toml_cache(target, json.dumps(dict(kept)))
+    if dirty:
+        _drop_unused_toml_caches(dirty[0].parent)
+
+
+def _drop_unused_toml_caches(folder: Path) -> None:
+    """Remove the cache files of katas folders not loaded for _TOML_CACHE_KEEP_S (test folders,
+    old checkouts): a cache file is rewritten only when a file changed, so its age since a
+    read is its access time where the file system keeps one, else its change."""
+    now = time.time()
+    with contextlib.suppress(OSError):
+        for old in folder.glob(f"{_TOML_CACHE_PREFIX}*.json"):
+            with contextlib.suppress(OSError):
+                st = old.stat()
+                if now - max(st.st_mtime, st.st_atime) > _TOML_CACHE_KEEP_S:
+                    old.unlink()
+    for before in ("catalog-v1.json", "catalog-v2.json"):  # the single files of earlier versions
+        with contextlib.suppress(OSError):
+            (folder / before).unlink()
+
+
+def _write_toml_cache(target: Path, text: str) -> None:
     try:
-        target = _toml_cache_path()
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".catalog-", suffix=".json")
         try:

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from grader.catalog import Kata, load_catalog  # noqa: E402 - after the checkout is on sys.path
 
-KATA = [sys.executable, "-c", "from grader.cli.app import main; main()"]
+KATA = [sys.executable, "-c", "from grader.cli.app import run; run()"]  # what `kata` runs
 
 
 @dataclass

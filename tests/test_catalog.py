@@ -73,21 +73,22 @@ def test_parsed_kata_toml_is_cached_until_the_file_changes(katas_copy, tmp_path,
     from grader import catalog
 
     monkeypatch.setenv("KATA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(catalog, "_toml_cache", None)
+    monkeypatch.setattr(catalog, "_toml_cache", {})
     assert load_catalog(katas_copy).get("paged-kv").title
-    cache_file = tmp_path / "cache" / catalog._TOML_CACHE_FILE
+    cache_file = catalog._toml_cache_path(katas_copy.resolve())
+    assert cache_file.parent == tmp_path / "cache"
     entries = json.loads(cache_file.read_text())
     toml = katas_copy / "paged_kv" / "kata.toml"
     assert entries[str(toml.resolve())][1]["slug"] == "paged-kv"
 
     # A fresh process reads the cache, not the file: what the cache holds is what loads...
-    monkeypatch.setattr(catalog, "_toml_cache", None)
+    monkeypatch.setattr(catalog, "_toml_cache", {})
     entries[str(toml.resolve())][1]["title"] = "From the cache"
     cache_file.write_text(json.dumps(entries))
     assert load_catalog(katas_copy).get("paged-kv").title == "From the cache"
     # ...until the text changes, even to one of the same size at once (the same mtime on a
     # coarse clock): then it is parsed again.
-    monkeypatch.setattr(catalog, "_toml_cache", None)
+    monkeypatch.setattr(catalog, "_toml_cache", {})
     text = toml.read_text()
     stamp = toml.stat().st_mtime_ns
     edited = text.replace('title = "', 'title = "EDIT', 1).replace('slug = "paged-kv"', 'slug="paged-kv"', 1)
@@ -99,7 +100,7 @@ def test_parsed_kata_toml_is_cached_until_the_file_changes(katas_copy, tmp_path,
     os.utime(toml, ns=(stamp, stamp))
     assert load_catalog(katas_copy).get("paged-kv").title.startswith("EDIT")
     # A cache file that is not JSON is parsed around and rewritten.
-    monkeypatch.setattr(catalog, "_toml_cache", None)
+    monkeypatch.setattr(catalog, "_toml_cache", {})
     cache_file.write_text("{not json")
     assert load_catalog(katas_copy).get("paged-kv").title.startswith("EDIT")
     assert json.loads(cache_file.read_text())
@@ -107,22 +108,25 @@ def test_parsed_kata_toml_is_cached_until_the_file_changes(katas_copy, tmp_path,
 
 def test_catalogs_load_from_many_threads_at_once_and_the_cache_stays_small(tmp_path, monkeypatch):
     """A review loads the catalog from each unit's thread: new files parsed in one thread
-    while another writes the cache out must not break either. The cache keeps only files
-    that still exist, the newest _TOML_CACHE_ENTRIES of them."""
+    while another writes the cache out must not break either. Each katas folder has its own
+    cache file, holding only files that still exist; another folder's file unused for
+    _TOML_CACHE_KEEP_S is removed at the next write (with the single file of before)."""
     import json
+    import os
     import threading
 
     from grader import catalog
 
     monkeypatch.setenv("KATA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(catalog, "_toml_cache", None)
-    monkeypatch.setattr(catalog, "_TOML_CACHE_ENTRIES", 20)
+    monkeypatch.setattr(catalog, "_toml_cache", {})
     copies = []
     for i in range(24):
         target = tmp_path / f"katas{i}"
         for folder in ("paged_kv", "rope"):
             shutil.copytree(KATAS_DIR / folder, target / folder)
         copies.append(target)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "catalog-v2.json").write_text("{}")
     errors: list[BaseException] = []
 
     def load(folders):
@@ -138,8 +142,20 @@ def test_catalogs_load_from_many_threads_at_once_and_the_cache_stays_small(tmp_p
     for thread in threads:
         thread.join()
     assert errors == []
-    shutil.rmtree(copies[0])
-    catalog._toml_cache_dirty = True
-    catalog._save_toml_cache()
-    kept = json.loads((tmp_path / "cache" / catalog._TOML_CACHE_FILE).read_text())
-    assert len(kept) == 20 and not any(key.startswith(str(copies[0])) for key in kept)
+    assert not (tmp_path / "cache" / "catalog-v2.json").exists()
+    for folder in copies:
+        kept = json.loads(catalog._toml_cache_path(folder.resolve()).read_text())
+        assert sorted(kept) == [str(folder.resolve() / name / "kata.toml") for name in ("paged_kv", "rope")]
+    # A file gone is dropped at the next write of its folder's cache.
+    (copies[1] / "rope" / "kata.toml").write_text((copies[1] / "rope" / "kata.toml").read_text() + "\n")
+    shutil.rmtree(copies[1] / "paged_kv")
+    load_catalog(copies[1])
+    kept = json.loads(catalog._toml_cache_path(copies[1].resolve()).read_text())
+    assert list(kept) == [str(copies[1].resolve() / "rope" / "kata.toml")]
+    # A folder's cache unused for long is removed when another is written.
+    old = catalog._toml_cache_path(copies[0].resolve())
+    long_ago = old.stat().st_mtime - catalog._TOML_CACHE_KEEP_S - 60
+    os.utime(old, (long_ago, long_ago))
+    (copies[2] / "rope" / "kata.toml").write_text((copies[2] / "rope" / "kata.toml").read_text() + "\n")
+    load_catalog(copies[2])
+    assert not old.exists() and catalog._toml_cache_path(copies[3].resolve()).exists()

@@ -7,6 +7,7 @@ the engine added anywhere on the way (a command module, grader.sessions, ...) fa
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -38,7 +39,8 @@ print(json.dumps(seen))
 
 
 def _kata(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", "from grader.cli.app import main; main()", *args],
+    """`kata ...` as the console script runs it (grader.cli.app:run)."""
+    return subprocess.run([sys.executable, "-c", "from grader.cli.app import run; run()", *args],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
 
 
@@ -81,3 +83,25 @@ def test_the_check_sees_an_eager_import():
     done = subprocess.run([sys.executable, "-c", import_engine, json.dumps(list(GRADING_ONLY)), json.dumps([["list"]])],
                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
     assert "grader.engine.runner" in json.loads(done.stdout.splitlines()[-1])["list"]
+
+
+def test_the_kata_command_skips_the_teardown_but_loses_nothing(tmp_path):
+    """run() ends the process without the interpreter's teardown once the output is flushed
+    and the exit handlers ran: what a command wrote is in the store, its output is whole,
+    its exit code is kept, and a temporary folder left for the exit handlers is removed."""
+    started = _kata("start", "rope", "--quiet")
+    assert started.returncode == 0, started.stdout + started.stderr
+    status = _kata("status", "--json")
+    assert status.returncode == 0 and json.loads(status.stdout)["sessions"][0]["kata"] == "rope", status.stdout
+    listed = _kata("list", "--json")
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)["katas"]) >= 14
+    unknown = _kata("show", "no-such-kata")
+    assert unknown.returncode == 2 and "unknown kata" in unknown.stderr  # an error: its code, its message
+    assert _kata("grde").returncode == 2  # a usage error
+    code = ("import tempfile, sys; from grader.cli import app; "
+            f"d = tempfile.TemporaryDirectory(dir={str(tmp_path)!r}); print(d.name, file=sys.stderr); "
+            "sys.argv = ['kata', 'list']; app.run()")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    assert done.returncode == 0 and "paged-kv" in done.stdout, done.stderr
+    left = done.stderr.strip().splitlines()[0]
+    assert left.startswith(str(tmp_path)) and not os.path.exists(left)  # its finalizer ran, as at a usual exit
