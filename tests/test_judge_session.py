@@ -211,7 +211,7 @@ def test_each_test_starts_with_no_longest_call_and_the_worker_is_spawned_from_th
         def start(self) -> None:
             pass
 
-        def kill(self) -> None:
+        def kill(self, *, wait: bool = True) -> None:
             pass
 
     stream = Recorded()

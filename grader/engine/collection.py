@@ -40,13 +40,25 @@ def _is_detail(item: pytest.Item, level: int) -> bool:
 
 def _maps_of(item: pytest.Item, level: int) -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
     """The detail tests of the test's level, and the clarifications settling each test."""
-    file = getattr(getattr(item, "module", None), "__file__", None)
-    return _maps_at(str(rules_file(Path(file), level))) if file is not None else (frozenset(), {})
+    module = getattr(item, "module", None)
+    file = getattr(module, "__file__", None)
+    if file is None:
+        return frozenset(), {}
+    path = rules_file(Path(file), level)
+    # Its module is the test's own, or the sibling test_level<N> of the test's package.
+    package, _, _ = str(getattr(module, "__name__", "")).rpartition(".")
+    name = getattr(module, "__name__", "") if str(path) == file else ".".join(filter(None, (package, path.stem)))
+    return _maps_at(str(path), name)
 
 
 @functools.lru_cache(maxsize=None)
-def _maps_at(path: str) -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
-    module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path), None)
+def _maps_at(path: str, name: str = "") -> tuple[frozenset[str], dict[str, tuple[str, ...]]]:
+    module = sys.modules.get(name) if name else None
+    if getattr(module, "__file__", None) != path:
+        # Found by its file (another import mode named it otherwise). A last resort: in a
+        # judge forked from the warm grader, touching each of the 2,400 modules torch brings
+        # copies a page of the zygote's memory for each, about 10 ms.
+        module = next((m for m in list(sys.modules.values()) if getattr(m, "__file__", None) == path), None)
     rules = getattr(module, "RULES", None)
     return (detail_tests(rules, getattr(module, "DETAILS", None)),
             settling_ids(rules, getattr(module, "SETTLED_BY", None)))

@@ -136,10 +136,10 @@ class JudgeWorker:
                 pass
         self.kill()
 
-    def kill(self) -> None:
+    def kill(self, *, wait: bool = True) -> None:
         if self.process is not None:
             self.last_endpoint = self.process.endpoint
-            self.process.kill()
+            self.process.kill(wait=wait)
         self.process, self.proxy = None, None
         measure.set_remote(None)
 

@@ -246,9 +246,10 @@ class JudgeSession:
             state.update(passed=False, message=message, details=details)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        self.worker.kill()
-        # Every result is out and the worker is gone: the parent need not wait for this
-        # interpreter's shutdown (a few tenths of a second with torch loaded).
+        self.worker.kill(wait=False)
+        # Every result is out and the worker is killed: the parent need not wait for this
+        # interpreter's shutdown (a few tenths of a second with torch loaded), nor this
+        # judge for the worker's end (about 10 ms with torch loaded).
         self.stream.send("done")
 
 

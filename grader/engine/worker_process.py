@@ -278,7 +278,9 @@ class WorkerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def kill(self) -> None:
+    def kill(self, *, wait: bool = True) -> None:
+        """Kill the worker; with `wait`, until it is gone (a judge that is about to exit need
+        not: the kill is sent, and the worker zygote or the kernel reaps the rest)."""
         if self.proc is not None:
             for pid in filter(None, (self.inner_pid, self.proc.pid)):
                 try:
@@ -290,7 +292,8 @@ class WorkerProcess:
             except (ProcessLookupError, PermissionError):
                 pass
             try:
-                self.proc.wait(timeout=5)
+                if wait:
+                    self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not time out
                 pass
         for sock in (self._main, self._broker):

@@ -29,6 +29,9 @@ def _leaky() -> tuple[list[float], dict[str, torch.Tensor]]:
     return losses, {name: p.detach().clone() for name, p in model.named_parameters()}
 
 
+_leaky()  # at import: while the worker imports your file, which the first test waits for
+
+
 @kata_test(level=1, category="correctness", description="the 16-bytes-a-parameter rule: 7 B in bf16 with AdamW")
 def test_worked_example_ledger(solution):
     got = solution.training_state_bytes(7_000_000_000, 7_000_000_000)
