@@ -12,7 +12,9 @@ file; 1-proc is the suite in one process; the ratios are the passing grade's aga
 `import torch` and against 1-proc (what containment costs). The cold figures run with
 KATA_WARM=0; w.check and w.pass with the warm grader of the run's KATA_HOME (grader/engine/
 warm.py: judges and sandboxed workers forked from processes that imported torch already),
-started by `kata warm` before them; wp/1proc is the warm passing grade against 1-proc.
+started by `kata warm` before them; wp/1proc is the warm passing grade against 1-proc. The
+two figures of each ratio are measured turn about (torch and pass, w.pass and 1-proc), so
+that a change of the machine's load between them does not skew it.
 """
 
 from __future__ import annotations
@@ -64,6 +66,13 @@ def median_of(runs: int, once: Callable[[int], float]) -> float:
     return statistics.median(once(i) for i in range(runs))
 
 
+def paired_medians(runs: int, first: Callable[[int], float], second: Callable[[int], float]) -> tuple[float, float]:
+    """Medians of two figures measured turn about (first, second, first, ...): a ratio of
+    the two is not skewed by the machine's load changing between two blocks of runs."""
+    pairs = [(first(i), second(i)) for i in range(runs)]
+    return statistics.median(a for a, _ in pairs), statistics.median(b for _, b in pairs)
+
+
 def first_level1_bug(kata: Kata) -> Path | None:
     from tests.kata_testing import corpus_file, corpus_manifest, manifest_path
 
@@ -85,18 +94,18 @@ def bench_kata(kata: Kata, runs: int, env: dict[str, str], work: Path) -> Row:
         shutil.copy(bug, failing)
     # Warm the reference's timings (cached per machine), as after a candidate's first grade.
     timed([*KATA, "grade", kata.slug, "--file", str(passing), "--seed", "0", "--json"], env, work, (0,))
-    row.seconds["torch"] = median_of(runs, lambda i: timed([sys.executable, "-c", "import torch"], env, work, (0,)))
+    # Each ratio's two figures are measured turn about (paired_medians).
+    row.seconds["torch"], row.seconds["pass"] = paired_medians(
+        runs, lambda i: timed([sys.executable, "-c", "import torch"], env, work, (0,)),
+        lambda i: timed([*KATA, "grade", kata.slug, "--file", str(passing), "--seed", str(i), "--json"],
+                        env, work, (0,)))
     row.seconds["check"] = median_of(runs, lambda i: timed(
         [*KATA, "check", kata.slug, "--file", str(passing), "--json"], env, work, (0,)))
-    row.seconds["pass"] = median_of(runs, lambda i: timed(
-        [*KATA, "grade", kata.slug, "--file", str(passing), "--seed", str(i), "--json"], env, work, (0,)))
     hot = {**env, "KATA_WARM": "1"}
     timed([*KATA, "warm"], hot, work, (0,))
     timed([*KATA, "check", kata.slug, "--file", str(passing), "--json"], hot, work, (0,))  # the first: its
     row.seconds["w.check"] = median_of(runs, lambda i: timed(  # connection, and the worker zygote's start
         [*KATA, "check", kata.slug, "--file", str(passing), "--json"], hot, work, (0,)))
-    row.seconds["w.pass"] = median_of(runs, lambda i: timed(
-        [*KATA, "grade", kata.slug, "--file", str(passing), "--seed", str(i), "--json"], hot, work, (0,)))
     if bug is not None:
         row.seconds["fail"] = median_of(runs, lambda i: timed(
             [*KATA, "grade", kata.slug, "--file", str(failing), "--seed", str(i), "--json"], env, work, (1,)))
@@ -106,10 +115,12 @@ def bench_kata(kata: Kata, runs: int, env: dict[str, str], work: Path) -> Row:
     # A test that counts what crosses between judge and worker (a call, a sync) may fail here,
     # where nothing crosses: it is still timed, and the table's note says so.
     summaries: list[str] = []
-    row.seconds["1-proc"] = median_of(runs, lambda i: timed(one_process_command(kata, i), {
-        **env, "KATA_BENCH_MODULE": kata.module,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "scripts"), str(ROOT), *map(str, {p.parent for p in kata.support_paths})])},
-        work, (0, 1), summaries))
+    one = {**env, "KATA_BENCH_MODULE": kata.module,
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "scripts"), str(ROOT), *map(str, {p.parent for p in kata.support_paths})])}
+    row.seconds["w.pass"], row.seconds["1-proc"] = paired_medians(
+        runs, lambda i: timed([*KATA, "grade", kata.slug, "--file", str(passing), "--seed", str(i), "--json"],
+                              hot, work, (0,)),
+        lambda i: timed(one_process_command(kata, i), one, work, (0, 1), summaries))
     failed = sorted({s for s in summaries if "failed" in s})
     if failed:
         row.notes.append(f"in one process: {failed[0]} (tests that count what crosses to the worker)")
