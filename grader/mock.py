@@ -42,6 +42,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from grader import pyast
 from grader.catalog import Kata
 from grader.errors import KataError
 from grader.sessions import expire_if_due, running_mock
@@ -106,7 +107,7 @@ def mock_stub(kata: Kata, lang: str = "py") -> str:
     source = kata.stub_path.read_text(encoding="utf-8")
     lines = source.splitlines()
     imports, given = [], []
-    for node in ast.parse(source).body:
+    for node in pyast.parse(source).body:
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         text = "\n".join(lines[first - 1:node.end_lineno])
         if isinstance(node, (ast.Import, ast.ImportFrom)):

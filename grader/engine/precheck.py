@@ -15,6 +15,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader import pyast
+
 # Calls through which a module can bind names its source does not show (and sys.modules).
 _DYNAMIC_NAMES = frozenset({"globals", "locals", "vars", "exec", "eval", "__import__"})
 _MAX_NAMES_SHOWN = 8
@@ -61,10 +63,10 @@ def check_source(source: str, *, slug: str, stub: Path | None = None, path: Path
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # SyntaxWarning (an invalid escape) is not an error
-            tree = ast.parse(source, "<your file>", "exec")
+            tree = pyast.parse(source, "<your file>", "exec")
             # Parsing alone misses what only the compiler sees: `return` outside a function,
             # a repeated argument, `global` after an assignment.
-            compile(tree, "<your file>", "exec", dont_inherit=True)
+            pyast.compile_tree(tree, "<your file>", "exec", dont_inherit=True)
     except SyntaxError as exc:
         if not exc.text and exc.lineno and 0 < exc.lineno <= source.count("\n") + 1:
             exc.text = source.splitlines()[exc.lineno - 1] if source.splitlines() else ""
@@ -109,7 +111,7 @@ def stub_names(stub: Path | None) -> tuple[str, ...]:
     if stub is None:
         return ()
     try:
-        tree = ast.parse(stub.read_text(encoding="utf-8"))
+        tree = pyast.parse(stub.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return ()
     names: list[str] = []

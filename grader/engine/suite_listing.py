@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from grader import pyast
+
 ASK = "ask"  # SETTLED_BY's word for a rule the level's Ask states
 
 # Decorators that neither add nor drop a test (hypothesis's, the grading marker, markers).
@@ -145,7 +147,7 @@ def _literals(path: Path, names: tuple[str, ...]) -> dict[str, Any] | None:
     """The values of the top-level assignments to `names` in a file (those it binds); None
     when one is not a literal or the file cannot be read."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = pyast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     values: dict[str, Any] = {}
@@ -169,7 +171,7 @@ def _is_test_file(name: str) -> bool:
 
 def _tests_in(path: Path, relative: str) -> list[dict[str, Any]] | None:
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = pyast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     aliases = _harmless_aliases(tree, path)
@@ -214,7 +216,7 @@ def _harmless_aliases(tree: ast.Module, path: Path) -> frozenset[str]:
         if isinstance(node, ast.ImportFrom) and node.module:
             sibling = path.parent / (node.module.split(".")[-1] + ".py")
             try:
-                bound = _bound_to_harmless(ast.parse(sibling.read_text(encoding="utf-8")))
+                bound = _bound_to_harmless(pyast.parse(sibling.read_text(encoding="utf-8")))
             except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
                 continue
             names.update(a.asname or a.name for a in node.names if a.name in bound)

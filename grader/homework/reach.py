@@ -17,6 +17,7 @@ import ast
 import functools
 from dataclasses import dataclass, field
 
+from grader import pyast
 from grader.homework.budget import Budget
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -53,7 +54,7 @@ class Api:
 
 @functools.lru_cache(maxsize=32)
 def api_of(stub_source: str) -> Api:
-    tree = ast.parse(stub_source)
+    tree = pyast.parse(stub_source)
     names: set[str] = set()
     members: set[str] = set()
     for stmt in tree.body:

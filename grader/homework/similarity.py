@@ -37,6 +37,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from grader import pyast
 from grader.homework.budget import Budget, OverBudget
 from grader.homework.normalise import DeadCode, dynamic_code
 from grader.homework.reach import Api, keep_reachable
@@ -123,7 +124,7 @@ def _reference_form(reference: str, api: Api) -> _Form:
 
 def _form(source: str, api: Api, budget: Budget, *, trusted: bool) -> _Form:
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError) as exc:
         line = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) and exc.lineno else ""
         raise _NotMeasured(f"the file does not parse ({line}{getattr(exc, 'msg', exc)})") from exc
@@ -138,8 +139,8 @@ def _form(source: str, api: Api, budget: Budget, *, trusted: bool) -> _Form:
     if num_nodes > MAX_NODES:
         return _Form(num_nodes, (), {}, Counter())
     clean = ast.unparse(tree)
-    return _Form(num_nodes, tuple(_tokens(ast.parse(clean))), _function_bodies(ast.parse(clean)),
-                 _statement_lines(ast.parse(clean)))
+    return _Form(num_nodes, tuple(_tokens(pyast.parse(clean))), _function_bodies(pyast.parse(clean)),
+                 _statement_lines(pyast.parse(clean)))
 
 
 def _compare(ours: _Form, theirs: _Form, budget: Budget) -> float:
@@ -286,7 +287,7 @@ def _statement_lines(tree: ast.Module) -> Counter:
 
 
 def _copy(node: ast.AST) -> ast.stmt:
-    return ast.parse(ast.unparse(node)).body[0]
+    return pyast.parse(ast.unparse(node)).body[0]
 
 
 # --------------------------------------------------------------------------- C++ solutions

@@ -39,6 +39,7 @@ from typing import Any
 
 import tomli_w
 
+from grader import pyast
 from grader.catalog import Catalog
 from grader.errors import KataError
 from grader.homework import invites
@@ -162,7 +163,7 @@ def _private_suite(spec: str, slugs: list[str], catalog: Catalog) -> PrivateSuit
     if len(source.encode()) > MAX_SUITE_BYTES:
         raise HomeworkError(f"private suite {path} is larger than {MAX_SUITE_BYTES // 1000} kB")
     try:
-        tree = ast.parse(source, filename=str(path))
+        tree = pyast.parse(source, filename=str(path))
     except SyntaxError as exc:
         raise HomeworkError(f"private suite {path} has a syntax error at line {exc.lineno}: {exc.msg}") from exc
     declared = _declared_kata(tree)
