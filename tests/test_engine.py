@@ -97,6 +97,15 @@ def test_timeout_names_the_line_the_code_was_stuck_on():
     assert "output" not in scale.details  # the stack dump is not what the code printed
 
 
+def test_a_call_stuck_inside_c_code_still_names_its_line():
+    """The worker's own dump runs between two bytecodes, never inside one C call: there the
+    judge asks faulthandler's (SIGUSR2, armed once the import is done)."""
+    scale = by_name(run("stuck_in_c"))["test_scale"]
+    assert not scale.passed and "timed out after 3 s" in scale.message
+    assert "line 9, in scale: hashlib.pbkdf2_hmac(" in scale.details["where"]
+    assert "output" not in scale.details
+
+
 def test_a_swallowed_alarm_cannot_stop_the_timeout():
     """The alarm is the judge's: a candidate's catch-all in the worker never sees it."""
     tests = by_name(run("swallows_timeout", test_timeout_s=1.0))

@@ -2,7 +2,7 @@
 import.
 
 While the worker imports the candidate's file, the judge samples the worker's stack every
-PROBE_S (a faulthandler dump on SIGUSR1, as for a hung test). The import is judged stuck
+PROBE_S (the worker's dump on SIGUSR1, grader/worker/stacks.py, as for a hung test). The import is judged stuck
 when every sample over a stretch shows the candidate's own code running — a frame of their
 file innermost, no import of a library under it — for STUCK_CPU_S of the worker's CPU time
 (a busy loop, whatever the machine's load) or STUCK_WALL_S of wall time (a loop that sleeps
@@ -86,7 +86,7 @@ def own_code_running(process: Any) -> list[tuple[int, str]]:
 
 
 def own_frames(dump: str, candidate_path: str) -> list[tuple[int, str]]:
-    """See own_code_running: from a faulthandler dump of every thread."""
+    """See own_code_running: from a dump of every thread (faulthandler's text)."""
     for block in re.split(r"\n\s*\n", dump):
         frames = [(m.group(1), int(m.group(2)), m.group(3)) for m in _FRAME.finditer(block)]
         ours = [i for i, (path, _, _) in enumerate(frames) if path == candidate_path]
@@ -100,7 +100,7 @@ def own_frames(dump: str, candidate_path: str) -> list[tuple[int, str]]:
 
 
 def _dumps_on_sigusr1(pid: int) -> bool:
-    """Whether the process has a handler for SIGUSR1 (the worker arms faulthandler on it
+    """Whether the process has a handler for SIGUSR1 (the worker arms its stack dump on it
     before it imports the candidate's file; before that, the signal would end it)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -1,8 +1,9 @@
 """One worker process as the judge sees it: start it (sandboxed when possible), wait for its
 hello, ask it for a stack dump when a call hangs, kill it.
 
-The worker's own stdout/stderr (C-level writes, the stack dump) are drained by a thread;
-what the candidate's code prints through Python arrives with each answer instead.
+The worker's own stdout/stderr (C-level writes, the stack dumps) are drained by a thread,
+which takes the dumps out (DumpFilter); what the candidate's code prints through Python
+arrives with each answer instead.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ from grader.engine import sandbox
 from grader.engine.limits import Limits
 from grader.engine.judge_bridge import JudgeEndpoint
 from grader.engine.worker_cpu import WorkerCpu
+from grader.worker.stacks import BEGIN as _DUMP_BEGIN
+from grader.worker.stacks import END as _DUMP_END
 from grader.worker.wire import FramedSocket, PeerClosed, WireError
 
 _MAX_RAW_OUTPUT = 64_000
+_MAX_DUMP = 256_000  # bytes of one stack dump kept (100 threads of 100 frames fit)
 ENV_WORKER_ZYGOTE = "KATA_WORKER_ZYGOTE"  # the warm grader's worker zygote's socket (grader/engine/warm.py)
 # Where a sanitizer's report begins in the worker's output (grader/cpp/sanitizer.py reads it).
 _SANITIZER_REPORT = re.compile(rb"(?m)^(?:==\d+==|WARNING: ThreadSanitizer|\S+:\d+:\d+: runtime error: |"
@@ -51,7 +55,9 @@ class WorkerProcess:
         self.raw = bytearray()
         self.raw_lock = threading.Lock()
         self.inner_pid: int | None = None
-        self.dumping = False  # fd output after a stack-dump request is the dump, not the code's
+        self.dumping = False  # fd output after a request for faulthandler's dump is the dump
+        self.dumps = DumpFilter()
+        self._dump_arrived = threading.Condition()
         self.reporting = False  # a sanitizer's report has begun: the rest is the report
         self._info_fd: int | None = None
         self._init_pid: int | None = None  # bwrap's init in the sandbox, whose child is Python
@@ -153,7 +159,13 @@ class WorkerProcess:
         assert self.proc is not None and self.proc.stdout is not None
         while True:
             chunk = self.proc.stdout.read1(65536) if hasattr(self.proc.stdout, "read1") else self.proc.stdout.read(65536)
-            if not chunk:
+            made = self.dumps.made
+            end = not chunk
+            chunk = self.dumps.feed(chunk)
+            if self.dumps.made != made:
+                with self._dump_arrived:
+                    self._dump_arrived.notify_all()
+            if end and not chunk:
                 return
             with self.raw_lock:
                 if len(self.raw) < _MAX_RAW_OUTPUT:
@@ -225,15 +237,33 @@ class WorkerProcess:
         return bool(ready)
 
     def stack_dump(self, wait_s: float = 0.5) -> str:
-        """The worker's thread stacks right now (a faulthandler dump), or ""."""
+        """The worker's thread stacks right now, as faulthandler writes them, or "".
+
+        The worker's own dump (SIGUSR1, grader/worker/stacks.py) comes once its main thread is
+        back in Python code. One that has not come in wait_s, once the import is done (a call
+        stuck inside C code), is asked of faulthandler instead (SIGUSR2)."""
         pid = self.python_pid()
         if pid is None or self.proc is None or self.proc.poll() is not None:
             return ""
+        with self._dump_arrived:
+            made = self.dumps.made
+        try:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
+            return ""
+        with self._dump_arrived:
+            if self._dump_arrived.wait_for(lambda: self.dumps.made > made, timeout=wait_s):
+                return self.dumps.last
+        if self.endpoint is None:
+            return ""  # still importing: faulthandler is not armed, and its dump is the unsafe one
+        return self._faulthandler_dump(pid, wait_s)
+
+    def _faulthandler_dump(self, pid: int, wait_s: float) -> str:
         with self.raw_lock:
             start = len(self.raw)
         self.dumping = True
         try:
-            os.kill(pid, signal.SIGUSR1)
+            os.kill(pid, signal.SIGUSR2)
         except (ProcessLookupError, PermissionError):
             return ""
         deadline = time.monotonic() + wait_s
@@ -347,6 +377,54 @@ class _ForkedWorker:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._conn.close()
+
+
+class DumpFilter:
+    """Takes the worker's stack dumps (each framed by grader/worker/stacks.py's BEGIN and END)
+    out of its fd output, however the reads cut it: what the candidate's code wrote goes on,
+    the newest dump is `last`, `made` counts them."""
+
+    def __init__(self) -> None:
+        self.made = 0
+        self.last = ""
+        self._inside: bytearray | None = None  # a dump begun, not ended
+        self._held = b""  # an end of a read that may be the start of a marker
+
+    def feed(self, chunk: bytes) -> bytes:
+        """The part of `chunk` that is not a dump. b"" marks the end of the output: what was
+        held back (a marker's start that never went on) is output after all."""
+        if not chunk:
+            held, self._held = self._held, b""
+            return held if self._inside is None else b""
+        data, self._held = self._held + chunk, b""
+        out = bytearray()
+        while data:
+            marker = _DUMP_BEGIN if self._inside is None else _DUMP_END
+            at = data.find(marker)
+            body = data if at < 0 else data[:at]
+            if at < 0:
+                keep = _marker_start(data, marker)
+                body, self._held = data[:len(data) - keep], data[len(data) - keep:]
+            if self._inside is None:
+                out += body
+            elif len(self._inside) < _MAX_DUMP:
+                self._inside += body[:_MAX_DUMP - len(self._inside)]
+            if at < 0:
+                break
+            if self._inside is None:
+                self._inside = bytearray()
+            else:
+                self.last, self.made, self._inside = self._inside.decode(errors="replace"), self.made + 1, None
+            data = data[at + len(marker):]
+        return bytes(out)
+
+
+def _marker_start(data: bytes, marker: bytes) -> int:
+    """How many bytes at the end of `data` could be the start of `marker`."""
+    for size in range(min(len(marker) - 1, len(data)), 0, -1):
+        if data.endswith(marker[:size]):
+            return size
+    return 0
 
 
 def _close(fd: int) -> None:
