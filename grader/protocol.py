@@ -185,7 +185,11 @@ class Script:
         if self._at >= len(self.records):
             return None
         record = self.records[self._at]
-        entry = self.entries[self._entry]
+        entry = self.entries[self._entry] if self._entry < len(self.entries) else ("none",)
+        expected = ("read" if self._left_in_repeat is None else "call") if entry[0] == "repeat" else entry[0]
+        if record[0] != expected:  # the worker is the candidate's process: its answer is checked
+            raise TypeError(f"Script: the worker's record {self._at} is a {record[0]!r} where the script "
+                            f"has {'no entry' if expected == 'none' else repr(expected)}")
         if entry[0] == "repeat":
             self._left_in_repeat = entry[2] if record[0] == "read" else (self._left_in_repeat or 1) - 1
             proxy.record_script_call(self.obj, entry if record[0] == "read" else entry[1], record)
@@ -195,7 +199,7 @@ class Script:
                 reads = record[2]
                 goes_on = bool(reads) and reads[0][0] and reads[0][1] is True
             if not goes_on or self._left_in_repeat == 0:
-                self._entry += 1
+                self._entry, self._left_in_repeat = self._entry + 1, None
         else:
             proxy.record_script_call(self.obj, entry, record)
             self._entry += 1

@@ -183,3 +183,32 @@ def test_a_cut_script_records_each_of_its_calls_once_the_last_taking_the_error()
     text = _snippet(recorder, module)
     compile(text, "snippet", "exec")
     assert "scheduler_2.abort('b')" in text and "scheduler_2.step()" in text
+
+
+def test_a_scripts_records_must_follow_its_entries(monkeypatch):
+    """The records come from the candidate's process: one of another kind than its entry (a
+    "read" in the middle of a repeat would restart its limit), or past the last entry, is
+    refused, not read as the test expects."""
+    from grader import protocol
+
+    entries = [("call", "abort", ("b",), (), (), ()),
+               ("repeat", ("call", "step", (), (("has_unfinished", (), ()),), (), ()), 2, ("has_unfinished", (), ()))]
+    read, step = ("read", (True, True), ), ("call", (True, None), [(True, True)], [])
+    last = ("call", (True, None), [(True, False)], [])
+    monkeypatch.setattr(protocol.proxy, "record_script_call", lambda *a: None)
+
+    def script(records):
+        monkeypatch.setattr(protocol.proxy, "run_script", lambda obj, e: list(records))
+        return protocol.Script(object(), entries)
+
+    good = script([("call", (True, None), [], []), read, step, last])
+    assert [good.take()[0] for _ in range(4)] == ["call", "read", "call", "call"] and good.take() is None
+    for forged, at in (([read], 0),                                            # a read for a call
+                       ([("call", (True, None), [], []), step], 1),            # a call for the read
+                       ([("call", (True, None), [], []), read, step, read], 3),  # a read again
+                       ([("call", (True, None), [], []), read, last, last], 3)):  # past the entries
+        s = script(forged)
+        for _ in range(at):
+            s.take()
+        with pytest.raises(TypeError, match="the worker's record"):
+            s.take()

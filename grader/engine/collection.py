@@ -46,8 +46,8 @@ def _maps_of(item: pytest.Item, level: int) -> tuple[frozenset[str], dict[str, t
         return frozenset(), {}
     path = rules_file(Path(file), level)
     # Its module is the test's own, or the sibling test_level<N> of the test's package.
-    package, _, _ = str(getattr(module, "__name__", "")).rpartition(".")
-    name = getattr(module, "__name__", "") if str(path) == file else ".".join(filter(None, (package, path.stem)))
+    own = str(getattr(module, "__name__", ""))
+    name = own if str(path) == file else ".".join(filter(None, (own.rpartition(".")[0], path.stem)))
     return _maps_at(str(path), name)
 
 
