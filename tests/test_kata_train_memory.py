@@ -48,7 +48,9 @@ def test_worked_example_numbers_of_the_statement():
     assert reference.training_state_bytes(7 * 10**9, 7 * 10**9, zero_stage=3, dp=8) == 14 * 10**9
     assert reference.training_state_bytes(7 * 10**9, 4_000_000) == 14_056_000_000
     want = [3.797800576390644, 3.035650195367404, 2.6092402645137005]
-    assert finetune_leaky(TinyLM(seed=0), _batches(), lr=1e-2, steps=3) == want
+    # Not ==: a float64 training step's sums can differ in the last bit from one process to
+    # the next (CI once read 3.0356501953674035 for ...404); the statement says within 1e-9.
+    assert finetune_leaky(TinyLM(seed=0), _batches(), lr=1e-2, steps=3) == pytest.approx(want, abs=1e-12)
     assert reference.finetune(TinyLM(seed=0), _batches(), lr=1e-2, steps=3) == pytest.approx(want, abs=1e-12)
     leaky = [_peak(finetune_leaky, TinyLM(seed=0), _batches(2), lr=1e-2, steps=s) for s in (2, 6)]
     fixed = [_peak(reference.finetune, TinyLM(seed=0), _batches(2), lr=1e-2, steps=s) for s in (2, 6)]
