@@ -401,10 +401,11 @@ class DumpFilter:
         while data:
             marker = _DUMP_BEGIN if self._inside is None else _DUMP_END
             at = data.find(marker)
-            body = data if at < 0 else data[:at]
             if at < 0:
                 keep = _marker_start(data, marker)
                 body, self._held = data[:len(data) - keep], data[len(data) - keep:]
+            else:
+                body = data[:at]
             if self._inside is None:
                 out += body
             elif len(self._inside) < _MAX_DUMP:

@@ -4,8 +4,9 @@
         --file /kata/solution/paged_kv.py --fd 3 --broker-fd 4
 
 It captures the candidate's printed output, arms a stack dump on SIGUSR1 (stacks.py: the
-judge asks for one while the import runs and when a call hangs), imports the candidate's file, says hello to the judge (with the
-module's handle, or why the import failed) and serves the judge's requests until it hangs up.
+judge asks for one while the import runs and when a call hangs), imports the candidate's
+file, says hello to the judge (with the module's handle, or why the import failed) and
+serves the judge's requests until it hangs up.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import sys
 import traceback
 from typing import Any
 
-from .loading import import_from_path
 from . import stacks
+from .loading import import_from_path
 from .serve import OutputCapture, WorkerEndpoint, serve
 from .wire import FramedSocket
 
@@ -65,8 +66,8 @@ def main(argv: list[str] | None = None) -> None:
         del sys.path[0]  # never import from the working folder by accident
     if args.support_dir:
         sys.path.insert(0, args.support_dir)  # the kata's public files (e.g. its model)
-    dump_to = sys.__stderr__ or sys.stderr
-    stacks.arm(dump_to.fileno())
+    dump_fd = (sys.__stderr__ or sys.stderr).fileno()
+    stacks.arm(dump_fd)
     capture = OutputCapture()
     sys.stdout = sys.stderr = capture
     chan = FramedSocket(socket.socket(fileno=args.fd))
@@ -79,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     # What the import made (torch, often) stays: later collections need not walk it again.
     gc.freeze()
-    stacks.arm_c_fallback(dump_to)
+    stacks.arm_c_fallback(dump_fd)
     endpoint = WorkerEndpoint(chan, module, args.file, capture)
     out, dropped = capture.drain()
     chan.send(("hello", True, endpoint.hello(), {"out": out, "dropped": dropped,

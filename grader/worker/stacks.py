@@ -21,8 +21,8 @@ import faulthandler
 import os
 import signal
 import sys
+import threading
 from types import FrameType
-from typing import Any
 
 BEGIN = b"\x1f<kata-stacks>\n"
 END = b"\x1f</kata-stacks>\n"
@@ -58,7 +58,7 @@ def _block(title: str, frame: FrameType | None) -> str:
 def arm(fd: int) -> None:
     """Dump every thread's stack to `fd` on SIGUSR1, framed by BEGIN and END. Blocking
     calls the signal interrupts are resumed (PEP 475), as after any Python handler."""
-    current_frames, get_ident, write = sys._current_frames, __import__("threading").get_ident, os.write
+    current_frames, get_ident, write = sys._current_frames, threading.get_ident, os.write
 
     def dump(_signum: int, frame: FrameType | None) -> None:
         try:
@@ -72,6 +72,6 @@ def arm(fd: int) -> None:
     signal.signal(signal.SIGUSR1, dump)
 
 
-def arm_c_fallback(file: Any) -> None:
-    """faulthandler's dump on SIGUSR2: for a call stuck in C code, after the import."""
-    faulthandler.register(signal.SIGUSR2, file=file, all_threads=True)
+def arm_c_fallback(fd: int) -> None:
+    """faulthandler's dump to `fd` on SIGUSR2: for a call stuck in C code, after the import."""
+    faulthandler.register(signal.SIGUSR2, file=fd, all_threads=True)
