@@ -90,8 +90,9 @@ def _sanitizer_missing(kind: str) -> str | None:
 def test_missing_lock_is_rejected_under_thread_sanitizer(raw, seed):
     """A missing lock is a race the plain thread trial catches only when it corrupts
     something (corpus.toml says how often); built with ThreadSanitizer, the first racy pair
-    of accesses fails the thread trial on every grade. Every single-threaded test still
-    passes: the bug is the lock, nothing else."""
+    of accesses fails the thread test (its crowded trials make the overlap the sanitizer
+    needs the rule: corpus.toml has the figures). Every single-threaded test still passes:
+    the bug is the lock, nothing else."""
     why_not = _sanitizer_missing(raw["sanitize"])
     if why_not:
         pytest.skip(why_not)

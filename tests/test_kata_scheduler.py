@@ -62,6 +62,39 @@ def test_an_add_lost_inside_step_fails_the_thread_test_under_every_seed(seed):
     assert failed_tests(card).keys() == {"test_concurrent_add_and_abort"}
 
 
+def test_a_crowded_trial_counts_its_backlog_once():
+    """The backlog (requests that never finish) keeps every step long while the producers
+    run, and is aborted once they are done: each request is still finished or aborted
+    exactly once, and the trial ends."""
+    from grader.suites.scheduler.threads import concurrent_trial
+    got = concurrent_trial(reference, config(8192, 8192, 10**6, 16, aging=2), 6, 40, 2, 300)
+    assert got["errors"] == []
+    assert {f"b{i}" for i in range(300)} <= set(got["aborted"])
+    assert sorted(got["finished"] + got["aborted"]) == sorted(got["added"])
+    assert len(got["added"]) == 300 + 6 * 40
+
+
+def test_under_thread_sanitizer_the_thread_test_adds_crowded_trials(monkeypatch):
+    """`--sanitize thread` (the worker's runtime says so) runs the crowded trials after the
+    plain two; a plain grade runs the plain two only."""
+    import grader.suites.scheduler.test_level3 as level3
+    seen: list[tuple[int, int]] = []
+
+    def trial(mod, cfg, producers, adds, abort_every, backlog=0):
+        seen.append((abort_every, backlog))
+        return {"added": [], "aborted": [], "finished": [], "errors": [], "steps": 1}
+
+    monkeypatch.setattr(level3, "concurrent_trial", trial)
+    level3.test_concurrent_add_and_abort(reference)
+    assert seen == [(level3._ABORT_EVERY, 0)] * 2
+    assert not level3.under_thread_sanitizer(reference)  # this process preloads no libtsan
+    seen.clear()
+    monkeypatch.setattr(level3, "under_thread_sanitizer", lambda mod: True)
+    level3.test_concurrent_add_and_abort(reference)
+    assert seen[:2] == [(level3._ABORT_EVERY, 0)] * 2
+    assert seen[2:] == [(2, 2000)] * 6
+
+
 # ----------------------------------------------------------------------------- pinned shrunk failures
 
 
